@@ -27,11 +27,12 @@ import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 __all__ = [
     "LOST_HOST_AFTER",
+    "McpServerError",
     "ToolError",
     "ToolResponse",
     "ToolResult",
@@ -64,6 +65,13 @@ class ToolTimeoutError(TimeoutError):
 
 class ToolServerUnavailable(ConnectionError):
     """The tool server in the application process cannot be reached (or stopped answering)."""
+
+
+class McpServerError(ConnectionError):
+    """The MCP server behind the tool failed at the protocol level or could not be reached.
+
+    The application reconnects on the next call, so calling again may succeed.
+    """
 
 
 @dataclass(frozen=True)
@@ -211,7 +219,7 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
         except (ConnectionRefusedError, FileNotFoundError) as exc:
             _drop_connection()
             raise ToolServerUnavailable(f"the ipybox tool server is not reachable: {exc}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             _drop_connection()
             raise ToolServerUnavailable(
                 f"the ipybox tool server stopped answering (no heartbeat for {LOST_HOST_AFTER:.0f} s)"
@@ -249,15 +257,15 @@ def _read_final_line(response: http.client.HTTPResponse) -> bytes:
             return line
 
 
-def _raise(kind: str, message: str, server: str, tool: str) -> Any:
+def _raise(kind: str, message: str, server: str, tool: str) -> NoReturn:
     if kind in ("rejected", "approval_timeout"):
         raise PermissionError(message)
     if kind == "tool_error":
         raise ToolError(message, server=server, tool=tool)
     if kind == "timeout":
         raise ToolTimeoutError(message)
-    if kind == "unavailable":
-        raise ToolServerUnavailable(message)
+    if kind == "server_error":
+        raise McpServerError(message)
     if kind == "unknown_tool":
         raise LookupError(message)
     if kind == "bad_request":

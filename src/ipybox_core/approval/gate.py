@@ -1,0 +1,62 @@
+"""The approval gate: every held call passes through here before it may reach an MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from ipybox_core.approval.audit import AuditLog
+from ipybox_core.approval.policy import ApprovalPolicy, apply_policy, check_policy
+from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest
+
+ApprovalListener = Callable[[ApprovalRequest], None]
+"""Receives requests the application must decide (the running execution's event stream)."""
+
+NO_LISTENER_REASON = "no execution is active to approve this call (it was made outside of a running cell)"
+
+
+class ApprovalGate:
+    """Applies the policy, asks the listener when needed, enforces the approval timeout, audits.
+
+    Lives in the application process; kernel code can only ask. ``timeout`` (seconds) rejects a
+    request nobody answered in time.
+    """
+
+    def __init__(
+        self,
+        policy: ApprovalPolicy = "always",
+        *,
+        timeout: float | None = None,
+        audit: AuditLog | None = None,
+    ) -> None:
+        check_policy(policy)
+        self.policy = policy
+        self.timeout = timeout
+        self.audit = audit
+        self._listener: ApprovalListener | None = None
+
+    def listen(self, listener: ApprovalListener | None) -> None:
+        """Route requests needing a decision to ``listener`` (``None``: reject them)."""
+        self._listener = listener
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The decision for ``request``; cancelling the caller abandons the request."""
+        decision = await apply_policy(self.policy, request)
+        if decision is not None:
+            request.resolve(decision)
+        elif self._listener is None:
+            decision = ApprovalDecision(approved=False, decided_by="no-listener", reason=NO_LISTENER_REASON)
+            request.resolve(decision)
+        else:
+            self._listener(request)
+            try:
+                decision = await request.wait(self.timeout)
+            except asyncio.CancelledError:
+                self._audit(request, ApprovalDecision(False, "abandoned", "the code stopped waiting"))
+                raise
+        self._audit(request, decision)
+        return decision
+
+    def _audit(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        if self.audit is not None:
+            self.audit.record(request, decision)

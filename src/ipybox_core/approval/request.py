@@ -1,0 +1,127 @@
+"""One held call and the application's answer to it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ipybox_core.errors import ApprovalError
+from ipybox_core.mcp.types import ToolAnnotations
+
+ApprovalKind = Literal["mcp", "shell"]
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    """How a request was decided, and by whom (``"user"``, ``"policy:never"``, ``"rule:..."``, ...)."""
+
+    approved: bool
+    decided_by: str
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+    """Replacement arguments when the approver edited the call (``None``: unchanged)."""
+
+
+class ApprovalRequest:
+    """A call from kernel code that waits for the application's decision.
+
+    For ``kind == "mcp"`` it names the MCP ``server`` and ``tool`` with the call's ``args``; for
+    ``kind == "shell"`` the server is ``""``, the tool is ``"shell"`` and ``args`` is
+    ``{"command": <expanded command line>}``. Answer with :meth:`accept` or :meth:`reject`; a
+    rejection raises ``PermissionError(reason)`` in the code.
+    """
+
+    def __init__(
+        self,
+        *,
+        kind: ApprovalKind,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        annotations: ToolAnnotations | None = None,
+    ) -> None:
+        self.id: str = uuid.uuid4().hex
+        self.kind: ApprovalKind = kind
+        self.server = server
+        self.tool = tool
+        self.args = args
+        self.annotations = annotations or ToolAnnotations()
+        self.created_at = time.time()
+        self._future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+
+    @property
+    def name(self) -> str:
+        """``server.tool`` for MCP calls, ``shell`` for shell commands."""
+        return f"{self.server}.{self.tool}" if self.kind == "mcp" else "shell"
+
+    @property
+    def pending(self) -> bool:
+        """True until the request is decided, expires or is abandoned by the code."""
+        return not self._future.done()
+
+    @property
+    def decision(self) -> ApprovalDecision | None:
+        """The decision, once made."""
+        if self._future.done() and not self._future.cancelled():
+            return self._future.result()
+        return None
+
+    async def accept(self, *, arguments: dict[str, Any] | None = None) -> None:
+        """Let the call through, optionally with edited ``arguments``."""
+        self.resolve(ApprovalDecision(approved=True, decided_by="user", arguments=arguments))
+
+    async def reject(self, reason: str = "rejected by the application") -> None:
+        """Refuse the call; the code sees ``PermissionError`` carrying ``reason``."""
+        self.resolve(ApprovalDecision(approved=False, decided_by="user", reason=reason))
+
+    def resolve(self, decision: ApprovalDecision) -> None:
+        """Decide the request (synchronous form of :meth:`accept`/:meth:`reject`)."""
+        if self._future.cancelled():
+            raise ApprovalError(f"approval request {self.id} ({self.name}) was abandoned by the code")
+        if self._future.done():
+            previous = self._future.result()
+            raise ApprovalError(
+                f"approval request {self.id} ({self.name}) was already decided by {previous.decided_by}"
+            )
+        self._future.set_result(decision)
+
+    async def wait(self, timeout: float | None = None) -> ApprovalDecision:
+        """Wait for the decision; after ``timeout`` seconds the request is rejected as expired."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._future), timeout)
+        except TimeoutError:
+            expired = ApprovalDecision(
+                approved=False,
+                decided_by="timeout",
+                reason=f"approval timed out after {timeout:g} s without a decision",
+            )
+            if not self._future.done():
+                self._future.set_result(expired)
+            return self._future.result()
+        except asyncio.CancelledError:
+            if not self._future.done():
+                self._future.cancel()
+            raise
+
+    def __repr__(self) -> str:
+        state = "pending" if self.pending else ("abandoned" if self._future.cancelled() else "decided")
+        return f"ApprovalRequest(id={self.id!r}, name={self.name!r}, args={self.args!r}, {state})"
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """One line of the audit log."""
+
+    time: float
+    request_id: str
+    kind: ApprovalKind
+    server: str
+    tool: str
+    args: dict[str, Any]
+    approved: bool
+    decided_by: str
+    reason: str | None = None
+    edited_args: dict[str, Any] | None = field(default=None)
