@@ -88,6 +88,18 @@ class McpTimeout(McpServerError, TimeoutError):
     """An MCP server did not answer in time."""
 
 
+class McpProtocolError(McpServerError):
+    """An MCP server answered with a JSON-RPC error, or with a result that breaks the protocol.
+
+    ``code`` is the JSON-RPC error code (``None`` for a malformed result), ``data`` its payload.
+    """
+
+    def __init__(self, message: str, *, server: str, code: int | None = None, data: object = None) -> None:
+        super().__init__(message, server=server)
+        self.code = code
+        self.data = data
+
+
 class ToolError(IpyboxError):
     """An MCP tool returned an error result (``isError``); carries the server's message."""
 

@@ -1,0 +1,40 @@
+"""MCP servers: configs, healthy connections, tool listings and calls.
+
+```python
+async with McpRegistry(connect_timeout=30, call_timeout=300) as registry:
+    tools = await registry.add("demo", {"command": "python", "args": ["server.py"]})
+    result = await registry.call("demo", "add", {"a": 1, "b": 2})
+    result.structured, result.text, result.content
+```
+"""
+
+from __future__ import annotations
+
+from ipybox_core.mcp._lenient import McpCompatibilityWarning
+from ipybox_core.mcp.config import (
+    HttpServerConfig,
+    McpServerConfig,
+    SseServerConfig,
+    StdioServerConfig,
+    load_mcp_config,
+    parse_server_config,
+)
+from ipybox_core.mcp.connection import McpConnection
+from ipybox_core.mcp.registry import McpRegistry
+from ipybox_core.mcp.results import ToolCallResult
+from ipybox_core.mcp.types import ToolAnnotations, ToolInfo
+
+__all__ = [
+    "HttpServerConfig",
+    "McpCompatibilityWarning",
+    "McpConnection",
+    "McpRegistry",
+    "McpServerConfig",
+    "SseServerConfig",
+    "StdioServerConfig",
+    "ToolAnnotations",
+    "ToolCallResult",
+    "ToolInfo",
+    "load_mcp_config",
+    "parse_server_config",
+]

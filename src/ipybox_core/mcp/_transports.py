@@ -1,0 +1,52 @@
+"""Opening the mcp SDK transport for a server config."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TextIO
+
+import httpx2
+from mcp import StdioServerParameters, stdio_client
+from mcp.client._transport import Transport, TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from ipybox_core.mcp.config import HttpServerConfig, McpServerConfig, SseServerConfig, StdioServerConfig
+
+SSE_READ_TIMEOUT = 300.0
+"""Seconds without any event (servers send keep-alive pings) before an SSE stream counts as dead."""
+
+
+def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float) -> Transport:
+    """The transport for ``config``; a stdio server's stderr goes to ``errlog`` (a real file)."""
+    if isinstance(config, StdioServerConfig):
+        if errlog is None:
+            raise ValueError("a stdio server needs a stderr log file")
+        params = StdioServerParameters(
+            command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
+        )
+        return stdio_client(params, errlog=errlog)
+    if isinstance(config, SseServerConfig):
+        return sse_client(
+            config.url,
+            headers=config.headers or None,
+            timeout=connect_timeout,
+            sse_read_timeout=SSE_READ_TIMEOUT,
+        )
+    if isinstance(config, HttpServerConfig):
+        return _streamable_http(config, connect_timeout)
+    raise TypeError(f"unsupported MCP server config {type(config).__name__}")
+
+
+@asynccontextmanager
+async def _streamable_http(
+    config: HttpServerConfig, connect_timeout: float
+) -> AsyncIterator[TransportStreams]:
+    # No read timeout on the HTTP level: the call timeout bounds each request instead.
+    timeout = httpx2.Timeout(connect_timeout, read=None)
+    async with (
+        httpx2.AsyncClient(headers=config.headers, timeout=timeout) as http,
+        streamable_http_client(config.url, http_client=http) as streams,
+    ):
+        yield streams

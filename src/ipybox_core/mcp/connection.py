@@ -1,0 +1,394 @@
+"""One healthy connection to one MCP server, reconnected on demand.
+
+An ``async with Client(...)`` must be left by the task that entered it, and a transport failure
+(a dead Streamable HTTP server raises an ``ExceptionGroup`` and cancels the task that holds the
+connection) must not reach the application's own tasks. So each connection is owned by one
+private asyncio task, the *actor*: it enters the client, lists the tools, then waits until it is
+told to stop or the server closes the stream, and absorbs whatever the transport raises.
+
+Calls run in the caller's task on the shared session, so many calls multiplex on one connection,
+and cancelling a caller cancels its upstream request (``notifications/cancelled``) without
+touching the connection. When the connection ends, calls in flight fail with
+:class:`McpConnectionError` (with the tail of a stdio server's stderr) and the next call
+reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+from mcp import Client, MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation
+from pydantic import ValidationError
+
+from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout, UnknownToolError
+from ipybox_core.mcp._lenient import LenientTransport
+from ipybox_core.mcp._listing import list_all_tools
+from ipybox_core.mcp._transports import open_transport
+from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
+from ipybox_core.mcp.results import ToolCallResult, to_tool_call_result
+from ipybox_core.mcp.types import ToolInfo
+
+DEFAULT_CONNECT_TIMEOUT = 30.0
+DEFAULT_CALL_TIMEOUT = 300.0
+CLOSE_GRACE = 10.0
+"""Seconds a closing connection may take (a stdio server gets 2 s after EOF, then SIGTERM, SIGKILL)."""
+STDERR_TAIL_CHARS = 2000
+
+
+def _client_info() -> Implementation:
+    try:
+        return Implementation(name="ipybox", version=version("ipybox"))
+    except PackageNotFoundError:
+        return Implementation(name="ipybox", version="0")
+
+
+def _describe(exc: BaseException) -> str:
+    """One line per leaf exception of a (nested) exception group, cancellations left out."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [
+            _describe(inner) for inner in exc.exceptions if not isinstance(inner, asyncio.CancelledError)
+        ]
+        return "; ".join(leaf for leaf in leaves if leaf) or "cancelled"
+    if isinstance(exc, MCPError):
+        return f"MCP error {exc.code}: {exc.message}"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass(eq=False)
+class _Session:
+    """One attempt to connect and, if it succeeds, the live connection it holds."""
+
+    ready: asyncio.Future[list[ToolInfo]]
+    abort: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    inflight: set[anyio.CancelScope] = field(default_factory=set)
+    client: Client | None = None
+    task: asyncio.Task[None] | None = None
+    ended: bool = False
+    end_reason: str | None = None
+    stderr_offset: int = 0
+
+    @property
+    def usable(self) -> bool:
+        return self.client is not None and not self.ended and not self.stop.is_set()
+
+    def end(self, reason: str) -> None:
+        """Ask the actor to close this connection (idempotent; the first reason wins)."""
+        if self.end_reason is None:
+            self.end_reason = reason
+        self.stop.set()
+
+
+class McpConnection:
+    """A connection to one MCP server that connects lazily and reconnects after a failure.
+
+    Use :meth:`connect` (or just :meth:`call`), and :meth:`aclose` when done; no server process
+    outlives :meth:`aclose`. ``connect_timeout``/``call_timeout`` are defaults that the server's
+    config overrides.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.connect_timeout = config.connect_timeout or connect_timeout
+        self.call_timeout = config.call_timeout or call_timeout
+        self._log_dir = log_dir
+        self._owns_log_dir = log_dir is None
+        self._tools: dict[str, ToolInfo] = {}
+        self._session: _Session | None = None
+        self._lock = asyncio.Lock()
+        self._actors: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.last_connect_seconds: float | None = None
+        """How long the last successful connect (including the tool listing) took."""
+
+    def __repr__(self) -> str:
+        return f"McpConnection({self.name!r}, {self.config.transport}: {self.config.describe()!r})"
+
+    # --- what is known about the server ---------------------------------------------------------
+
+    @property
+    def tools(self) -> list[ToolInfo]:
+        """The tools of the last successful listing (empty before the first connect)."""
+        return list(self._tools.values())
+
+    def tool(self, name: str) -> ToolInfo:
+        """The listed tool called ``name``.
+
+        Raises:
+            UnknownToolError: the server did not list such a tool.
+        """
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise UnknownToolError(
+                f"MCP server {self.name!r} has no tool {name!r} (tools: {known})"
+            ) from None
+
+    @property
+    def connected(self) -> bool:
+        """Whether a live connection is open right now."""
+        return self._session is not None and self._session.usable
+
+    @property
+    def stderr_log(self) -> Path | None:
+        """The file collecting a stdio server's stderr (``None`` for HTTP and SSE servers)."""
+        if not isinstance(self.config, StdioServerConfig) or self._log_dir is None:
+            return None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name) or "server"
+        return self._log_dir / f"{safe}.stderr.log"
+
+    def stderr_tail(self, since: int = 0) -> str:
+        """The last lines a stdio server wrote to stderr (since byte offset ``since``)."""
+        path = self.stderr_log
+        if path is None or not path.exists():
+            return ""
+        with path.open("rb") as log:
+            size = log.seek(0, 2)
+            log.seek(max(since, size - STDERR_TAIL_CHARS))
+            return log.read().decode(errors="replace").strip()
+
+    # --- connecting -----------------------------------------------------------------------------
+
+    async def connect(self) -> list[ToolInfo]:
+        """Connect (unless connected) and return the server's tools.
+
+        Raises:
+            McpConnectionError: the server could not be started or reached, did not answer within
+                the connect timeout, or failed to list its tools.
+        """
+        await self._live_session()
+        return self.tools
+
+    async def _live_session(self) -> _Session:
+        session = self._session
+        if session is not None and session.usable:
+            return session
+        async with self._lock:
+            if self._closed:
+                raise McpConnectionError(
+                    f"connection to MCP server {self.name!r} is closed", server=self.name
+                )
+            session = self._session
+            if session is not None and session.usable:
+                return session
+            self._session = None
+            if session is not None:
+                await self._finish(session)
+            session = await self._start_session()
+            self._session = session
+            return session
+
+    async def _start_session(self) -> _Session:
+        session = _Session(ready=asyncio.get_running_loop().create_future())
+        task = asyncio.create_task(self._actor(session), name=f"ipybox-mcp:{self.name}")
+        session.task = task
+        self._actors.add(task)
+        task.add_done_callback(self._actors.discard)
+        started = time.monotonic()
+        try:
+            tools = await asyncio.wait_for(asyncio.shield(session.ready), self.connect_timeout)
+        except TimeoutError:
+            session.ready.cancel()
+            session.abort.cancel()
+            await asyncio.shield(task)
+            raise McpConnectionError(
+                self._with_stderr(
+                    f"MCP server {self.name!r} ({self._what()}) did not connect "
+                    f"within {self.connect_timeout:g} s",
+                    session,
+                ),
+                server=self.name,
+            ) from None
+        except asyncio.CancelledError:
+            session.ready.cancel()
+            session.abort.cancel()  # the actor unwinds in its own task; aclose() waits for it
+            raise
+        except McpConnectionError:
+            await asyncio.shield(task)
+            raise
+        self._tools = {tool.name: tool for tool in tools}
+        self.last_connect_seconds = time.monotonic() - started
+        return session
+
+    def _what(self) -> str:
+        return f"{self.config.transport}: {self.config.describe()}"
+
+    def _with_stderr(self, message: str, session: _Session) -> str:
+        tail = self.stderr_tail(session.stderr_offset)
+        return f"{message}\n--- server stderr (last lines) ---\n{tail}" if tail else message
+
+    def _open_errlog(self, session: _Session) -> TextIO | None:
+        if not isinstance(self.config, StdioServerConfig):
+            return None
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="ipybox-mcp-"))
+        path = self.stderr_log
+        assert path is not None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        errlog = path.open("a", encoding="utf-8")
+        errlog.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} connecting: {self.config.describe()}\n")
+        errlog.flush()
+        session.stderr_offset = errlog.tell()
+        return errlog
+
+    async def _actor(self, session: _Session) -> None:
+        """Own one connection from connect to close; never raises (except on its own cancellation)."""
+        errlog = self._open_errlog(session)
+        failure: BaseException | None = None
+        try:
+            with session.abort:
+                inner = open_transport(self.config, errlog=errlog, connect_timeout=self.connect_timeout)
+                transport = LenientTransport(
+                    inner, server=self.name, on_closed=lambda: session.end("the server closed the connection")
+                )
+                client = Client(transport, mode=self.config.protocol, cache=None, client_info=_client_info())
+                async with client:
+                    transport.protocol_version = client.protocol_version
+                    tools = await list_all_tools(client, server=self.name)
+                    session.client = client
+                    if session.ready.done():  # the connect attempt was given up meanwhile
+                        return
+                    session.ready.set_result(tools)
+                    await session.stop.wait()
+        except BaseException as exc:
+            task = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling():
+                raise  # this task itself is being cancelled (event loop shutdown): let it end
+            failure = exc
+        finally:
+            session.ended = True
+            if failure is not None and session.end_reason is None:
+                session.end_reason = _describe(failure)
+            for scope in list(session.inflight):
+                scope.cancel()
+            if not session.ready.done():
+                reason = _describe(failure) if failure is not None else "the connection ended"
+                session.ready.set_exception(
+                    McpConnectionError(
+                        self._with_stderr(
+                            f"cannot connect to MCP server {self.name!r} ({self._what()}): {reason}", session
+                        ),
+                        server=self.name,
+                    )
+                )
+            if errlog is not None:
+                errlog.close()
+
+    async def _finish(self, session: _Session, reason: str = "closed by the application") -> None:
+        """Close ``session`` gracefully; abort it if closing takes longer than :data:`CLOSE_GRACE`."""
+        session.end(reason)
+        task = session.task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), CLOSE_GRACE)
+        except TimeoutError:
+            session.abort.cancel()
+            await asyncio.shield(task)
+
+    async def disconnect(self) -> None:
+        """Close the connection (and stop a stdio server); the next call reconnects."""
+        async with self._lock:
+            session, self._session = self._session, None
+            if session is not None:
+                await self._finish(session)
+
+    async def aclose(self) -> None:
+        """Close for good: later calls raise :class:`McpConnectionError`; no server process is left."""
+        self._closed = True
+        await self.disconnect()
+        for task in list(self._actors):
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(task)
+        if self._owns_log_dir and self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
+
+    # --- calling --------------------------------------------------------------------------------
+
+    async def call(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> ToolCallResult:
+        """Call ``tool`` with ``arguments`` (connecting first if needed).
+
+        Raises:
+            UnknownToolError: the server did not list ``tool``.
+            ToolError: the tool returned an error result (the server's message).
+            McpTimeout: no answer within ``timeout`` (default: the call timeout); the request is
+                cancelled upstream and the connection stays usable.
+            McpConnectionError: the server could not be reached, or the connection was lost during
+                the call (the next call reconnects).
+            McpProtocolError: the server answered with a JSON-RPC error or a malformed result.
+        """
+        session = await self._live_session()
+        info = self.tool(tool)
+        limit = self.call_timeout if timeout is None else timeout
+        client = session.client
+        assert client is not None
+        scope = anyio.CancelScope()
+        session.inflight.add(scope)
+        raw: CallToolResult | None = None
+        try:
+            with scope:
+                raw = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=limit)
+        except MCPError as exc:
+            raise self._call_error(exc, tool, limit, session) from exc
+        except ValidationError as exc:
+            raise McpProtocolError(
+                f"MCP server {self.name!r} returned a malformed result for {tool!r}: "
+                f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']} at "
+                f"{'.'.join(str(part) for part in exc.errors()[0]['loc'])}",
+                server=self.name,
+            ) from exc
+        except RuntimeError as exc:  # structured content that breaks the tool's output schema
+            raise McpProtocolError(f"MCP server {self.name!r}: {exc}", server=self.name) from exc
+        finally:
+            session.inflight.discard(scope)
+        if raw is None:  # the scope was cancelled: the connection ended under the call
+            raise McpConnectionError(self._lost(session, tool), server=self.name)
+        return to_tool_call_result(raw, server=self.name, tool=info)
+
+    def _call_error(self, exc: MCPError, tool: str, limit: float, session: _Session) -> Exception:
+        if exc.code == REQUEST_TIMEOUT:
+            return McpTimeout(
+                f"MCP server {self.name!r}: tool {tool!r} did not answer within {limit:g} s", server=self.name
+            )
+        if exc.code == CONNECTION_CLOSED:
+            session.end("the connection closed during a call")
+            return McpConnectionError(self._lost(session, tool), server=self.name)
+        return McpProtocolError(
+            f"MCP server {self.name!r}: tool {tool!r} failed with JSON-RPC error {exc.code}: {exc.message}",
+            server=self.name,
+            code=exc.code,
+            data=exc.data,
+        )
+
+    def _lost(self, session: _Session, tool: str) -> str:
+        reason = session.end_reason or "the connection closed"
+        return self._with_stderr(
+            f"MCP server {self.name!r} ({self._what()}) lost the connection during the call to {tool!r} "
+            f"({reason}); the next call reconnects",
+            session,
+        )
