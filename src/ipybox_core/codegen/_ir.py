@@ -1,0 +1,305 @@
+"""The intermediate form between JSON Schema and Python source: types, models, fields, tool shapes.
+
+Types are small immutable trees; models are mutable only while names are assigned. Rendering a
+type gives its Python annotation, either complete (for the generated code) or compact (for
+signatures shown to people and models).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+JsonScalar: TypeAlias = str | int | float | bool | None
+
+MAX_SHOWN_LITERALS = 12
+"""Compact annotations show at most this many literal values, then ``...``."""
+
+
+@dataclass(frozen=True)
+class AnyType:
+    pass
+
+
+@dataclass(frozen=True)
+class Primitive:
+    name: Literal["str", "int", "float", "bool", "None"]
+
+
+@dataclass(frozen=True)
+class LiteralType:
+    values: tuple[JsonScalar, ...]
+
+
+@dataclass(frozen=True)
+class ListType:
+    item: TypeExpr
+
+
+@dataclass(frozen=True)
+class TupleType:
+    items: tuple[TypeExpr, ...]
+
+
+@dataclass(frozen=True)
+class DictType:
+    value: TypeExpr
+
+
+@dataclass(frozen=True)
+class UnionType:
+    members: tuple[TypeExpr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRef:
+    model: ModelDef
+
+
+TypeExpr: TypeAlias = (
+    AnyType | Primitive | LiteralType | ListType | TupleType | DictType | UnionType | ModelRef
+)
+
+ANY = AnyType()
+NONE = Primitive("None")
+
+MISSING: Any = object()
+"""Marks a field without a usable default."""
+
+
+@dataclass(eq=False)
+class FieldDef:
+    """One property of an object schema (a model field, or a tool's keyword argument)."""
+
+    wire: str
+    type: TypeExpr
+    required: bool
+    default: Any = MISSING
+    """A default that fits ``type`` (unfit defaults are dropped while converting)."""
+    description: str = ""
+    constraints: tuple[tuple[str, int | float], ...] = ()
+    attr: str = ""
+    kwarg: str = ""
+
+    @property
+    def nullable(self) -> bool:
+        """Whether ``None`` is a value the schema accepts (then an explicit ``None`` is sent)."""
+        return allows_none(self.type)
+
+    @property
+    def python_required(self) -> bool:
+        """A Python argument without default (required on the wire and no default to fall back on)."""
+        return self.required and self.default is MISSING
+
+    @property
+    def always_sent(self) -> bool:
+        """Required on the wire but defaulted in Python: the default is sent when not given."""
+        return self.required and self.default is not MISSING
+
+
+@dataclass(eq=False)
+class ModelDef:
+    """A pydantic model class to generate for an object schema."""
+
+    hint: str
+    description: str = ""
+    fields: list[FieldDef] = field(default_factory=list)
+    extra: Literal["allow", "forbid"] = "allow"
+    extra_type: TypeExpr | None = None
+    """Type of additional properties when the schema gives one."""
+    name: str = ""
+
+
+@dataclass(eq=False)
+class ToolShape:
+    """Everything generated for one tool, before names are assigned."""
+
+    params: list[FieldDef]
+    extra_kwargs: TypeExpr | None
+    """Type of ``**kwargs`` when the input schema allows further properties."""
+    result: TypeExpr | None
+    """Type of the structured result; ``None`` when the tool has no output schema (text result)."""
+    unwrap: bool
+    """The output schema is MCP's ``{"result": ...}`` wrapper around a non-object value."""
+    models: list[ModelDef]
+    description: str = ""
+
+
+def allows_none(expr: TypeExpr) -> bool:
+    if isinstance(expr, AnyType):
+        return True
+    if isinstance(expr, Primitive):
+        return expr.name == "None"
+    if isinstance(expr, LiteralType):
+        return None in expr.values
+    if isinstance(expr, UnionType):
+        return any(allows_none(member) for member in expr.members)
+    return False
+
+
+def _literal_key(value: JsonScalar) -> tuple[str, JsonScalar]:
+    return (type(value).__name__, value)
+
+
+def _member_key(expr: TypeExpr) -> object:
+    if isinstance(expr, ModelRef):
+        return ("model", id(expr.model))
+    if isinstance(expr, LiteralType):
+        return ("literal", tuple(_literal_key(v) for v in expr.values))
+    if isinstance(expr, ListType | TupleType | DictType | UnionType):
+        return (type(expr).__name__, repr(render(expr, compact=False, names=_identity_names)))
+    return expr
+
+
+def _identity_names(model: ModelDef) -> str:
+    return f"<{id(model)}>"
+
+
+def union(members: list[TypeExpr]) -> TypeExpr:
+    """The union of ``members``: flattened, deduplicated, literals merged, ``Any`` absorbing all."""
+    flat: list[TypeExpr] = []
+    for member in members:
+        flat.extend(member.members if isinstance(member, UnionType) else [member])
+    if not flat or any(isinstance(member, AnyType) for member in flat):
+        return ANY
+    literal_values: list[JsonScalar] = []
+    seen_literals: set[tuple[str, JsonScalar]] = set()
+    others: list[TypeExpr] = []
+    seen: set[object] = set()
+    has_none = False
+    for member in flat:
+        if member == NONE:
+            has_none = True
+        elif isinstance(member, LiteralType):
+            for value in member.values:
+                if value is None:
+                    has_none = True
+                elif _literal_key(value) not in seen_literals:
+                    seen_literals.add(_literal_key(value))
+                    literal_values.append(value)
+        else:
+            key = _member_key(member)
+            if key not in seen:
+                seen.add(key)
+                others.append(member)
+    result: list[TypeExpr] = []
+    if literal_values:
+        result.append(LiteralType(tuple(literal_values)))
+    result.extend(others)
+    if has_none:
+        result.append(NONE)
+    if len(result) == 1:
+        return result[0]
+    return UnionType(tuple(result))
+
+
+def optional(expr: TypeExpr) -> TypeExpr:
+    return union([expr, NONE])
+
+
+def py_literal(value: Any) -> str:
+    """Python source for a JSON value (``repr`` with non-finite floats spelled out)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, list):
+        return "[" + ", ".join(py_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def render(expr: TypeExpr, *, compact: bool, names: Any = None) -> str:
+    """The Python annotation for ``expr``; ``compact`` shortens long literal lists with ``...``."""
+    name_of = names or (lambda model: model.name)
+    if isinstance(expr, AnyType):
+        return "Any"
+    if isinstance(expr, Primitive):
+        return expr.name
+    if isinstance(expr, LiteralType):
+        values = [py_literal(value) for value in expr.values]
+        if compact and len(values) > MAX_SHOWN_LITERALS:
+            values = [*values[: MAX_SHOWN_LITERALS - 2], "..."]
+        return f"Literal[{', '.join(values)}]"
+    if isinstance(expr, ListType):
+        return f"list[{render(expr.item, compact=compact, names=names)}]"
+    if isinstance(expr, TupleType):
+        if not expr.items:
+            return "tuple[()]"
+        return f"tuple[{', '.join(render(item, compact=compact, names=names) for item in expr.items)}]"
+    if isinstance(expr, DictType):
+        return f"dict[str, {render(expr.value, compact=compact, names=names)}]"
+    if isinstance(expr, UnionType):
+        return " | ".join(render(member, compact=compact, names=names) for member in expr.members)
+    return str(name_of(expr.model))
+
+
+def referenced_models(expr: TypeExpr) -> Iterator[ModelDef]:
+    """Models directly referenced by ``expr`` (not those referenced by their fields)."""
+    if isinstance(expr, ModelRef):
+        yield expr.model
+    elif isinstance(expr, ListType):
+        yield from referenced_models(expr.item)
+    elif isinstance(expr, DictType):
+        yield from referenced_models(expr.value)
+    elif isinstance(expr, TupleType | UnionType):
+        for member in expr.items if isinstance(expr, TupleType) else expr.members:
+            yield from referenced_models(member)
+
+
+def uses_name(expr: TypeExpr, name: Literal["Any", "Literal"]) -> bool:
+    if isinstance(expr, AnyType):
+        return name == "Any"
+    if isinstance(expr, LiteralType):
+        return name == "Literal"
+    if isinstance(expr, ListType):
+        return uses_name(expr.item, name)
+    if isinstance(expr, DictType):
+        return uses_name(expr.value, name)
+    if isinstance(expr, TupleType | UnionType):
+        return any(uses_name(m, name) for m in (expr.items if isinstance(expr, TupleType) else expr.members))
+    return False
+
+
+def fits(expr: TypeExpr, value: Any, depth: int = 0) -> bool:
+    """Whether a JSON ``value`` (a schema default) is valid for ``expr`` (structure only)."""
+    if depth > 20:
+        return True
+    if isinstance(expr, AnyType):
+        return True
+    if isinstance(expr, Primitive):
+        if expr.name == "None":
+            return value is None
+        if expr.name == "bool":
+            return isinstance(value, bool)
+        if expr.name == "str":
+            return isinstance(value, str)
+        if expr.name == "int":
+            return (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, float) and value.is_integer()
+            )
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(expr, LiteralType):
+        return any(type(value) is type(v) and value == v for v in expr.values)
+    if isinstance(expr, ListType):
+        return isinstance(value, list) and all(fits(expr.item, item, depth + 1) for item in value)
+    if isinstance(expr, TupleType):
+        return (
+            isinstance(value, list)
+            and len(value) == len(expr.items)
+            and all(fits(t, v, depth + 1) for t, v in zip(expr.items, value, strict=True))
+        )
+    if isinstance(expr, DictType):
+        return isinstance(value, dict) and all(fits(expr.value, v, depth + 1) for v in value.values())
+    if isinstance(expr, UnionType):
+        return any(fits(member, value, depth) for member in expr.members)
+    if not isinstance(value, dict):
+        return False
+    model = expr.model
+    known = {f.wire: f for f in model.fields}
+    if any(f.python_required and f.wire not in value for f in model.fields):
+        return False
+    if model.extra == "forbid" and any(key not in known for key in value):
+        return False
+    return all(fits(known[key].type, item, depth + 1) for key, item in value.items() if key in known)

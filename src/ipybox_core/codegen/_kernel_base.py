@@ -1,0 +1,158 @@
+"""Support code of a generated MCP tool package (copied into it as ``_base.py``; runs in the kernel).
+
+Imports only the standard library, pydantic and :mod:`ipybox_core.runtime`. Each generated tool
+module defines its argument model and a documented stub function; :func:`tool` turns the stub
+into the callable that validates the arguments, sends the call and converts the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from ipybox_core import runtime
+
+__all__ = ["Args", "Model", "ResultValidationWarning", "is_none", "tool"]
+
+
+class Model(BaseModel):
+    """Base of the generated models: fields by Python name or wire name, unknown keys kept."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        validate_by_name=True,
+        validate_by_alias=True,
+        from_attributes=True,
+        protected_namespaces=(),
+        defer_build=True,
+    )
+
+
+class Args(BaseModel):
+    """Base of a tool's argument model: fields by keyword-argument name only, nothing unknown."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_by_name=False,
+        validate_by_alias=True,
+        protected_namespaces=(),
+        defer_build=True,
+    )
+
+
+class ResultValidationWarning(UserWarning):
+    """A tool's structured result did not match its output schema; the data is returned unvalidated."""
+
+
+def is_none(value: object) -> bool:
+    """``exclude_if`` predicate: an explicit ``None`` for a non-nullable property is not sent."""
+    return value is None
+
+
+class _Shown(str):
+    """An annotation shown as written (``inspect`` would quote a plain string)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _shown_signature(stub: Callable[..., Any]) -> inspect.Signature:
+    signature = inspect.signature(stub)
+    parameters = [
+        p.replace(annotation=_Shown(p.annotation)) if isinstance(p.annotation, str) else p
+        for p in signature.parameters.values()
+    ]
+    result = signature.return_annotation
+    return signature.replace(
+        parameters=parameters, return_annotation=_Shown(result) if isinstance(result, str) else result
+    )
+
+
+def tool(
+    server: str,
+    name: str,
+    args_model: type[BaseModel],
+    *,
+    result: Any = None,
+    structured: bool = False,
+    unwrap: bool = False,
+    always: tuple[str, ...] = (),
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Make ``stub`` (signature and docstring only) call tool ``name`` of MCP server ``server``.
+
+    ``structured``: the tool has an output schema and returns ``result`` (a model or type);
+    ``unwrap``: that schema is MCP's ``{"result": ...}`` wrapper; ``always``: argument fields sent
+    even when not given (required on the wire, but with a default).
+    """
+
+    def decorate(stub: Callable[..., Any]) -> Callable[..., Any]:
+        function_name = stub.__name__
+
+        @functools.wraps(stub)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if args:
+                raise TypeError(
+                    f"{function_name}() takes keyword arguments only: "
+                    f"call it as {function_name}(name=value, ...)"
+                )
+            validated = args_model.model_validate(kwargs)
+            if always:
+                validated.__pydantic_fields_set__.update(always)
+            arguments = validated.model_dump(by_alias=True, exclude_unset=True, mode="json", warnings=False)
+            response = runtime.call_tool(server, name, arguments)
+            if not structured:
+                return runtime.result_text(response)
+            return _structured_result(response, result, unwrap, f"{server}.{name}")
+
+        call.__signature__ = _shown_signature(stub)  # type: ignore[attr-defined]
+        call.__ipybox_tool__ = (server, name)  # type: ignore[attr-defined]
+        return call
+
+    return decorate
+
+
+def _structured_result(response: runtime.ToolResponse, result: Any, unwrap: bool, where: str) -> Any:
+    data = response.structured
+    if data is None:  # no structuredContent: servers also send it as JSON text
+        try:
+            data = json.loads(response.text)
+        except ValueError:
+            _warn(f"{where} returned no structured content; returning its text instead")
+            return runtime.result_text(response)
+    if unwrap and isinstance(data, dict) and "result" in data:
+        data = data["result"]
+    if isinstance(result, type) and issubclass(result, BaseModel):
+        try:
+            return result.model_validate(data)
+        except ValidationError as error:
+            _warn(f"{where}: the result does not match its output schema ({_brief(error)}); returned as is")
+            return result.model_construct(**data) if isinstance(data, dict) else data
+    try:
+        return _adapter(result).validate_python(data)
+    except ValidationError as error:
+        _warn(f"{where}: the result does not match its output schema ({_brief(error)}); returned unvalidated")
+        return data
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(result: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(result)
+
+
+def _brief(error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "value"
+    more = f", and {error.error_count() - 1} more" if error.error_count() > 1 else ""
+    return f"{location}: {first['msg']}{more}"
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, ResultValidationWarning, stacklevel=4)

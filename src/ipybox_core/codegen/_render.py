@@ -1,0 +1,327 @@
+"""Python source of one tool module, and the compact text shown in signatures and prompts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipybox_core.codegen._ir import (
+    MISSING,
+    NONE,
+    AnyType,
+    FieldDef,
+    ModelDef,
+    ModelRef,
+    ToolShape,
+    TypeExpr,
+    allows_none,
+    optional,
+    py_literal,
+    referenced_models,
+    render,
+    uses_name,
+)
+from ipybox_core.codegen._source import docstring, one_line, summary
+
+MAX_SHOWN_DEFAULT = 40
+"""Defaults with a longer Python spelling are shown as ``...`` in signatures (full text in help)."""
+
+MAX_DOC_FIELDS = 60
+MAX_LINE_FIELDS = 16
+
+TEXT_RESULT = "str"
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    source: str
+    signature: str
+    """``def name(*, a: int, b: str = 'x') -> Result`` (compact annotations)."""
+    models: tuple[str, ...]
+    """Names of the models the signature refers to, directly or through their fields."""
+
+
+def _python_type(field: FieldDef) -> TypeExpr:
+    """A field's Python type: optional fields without default also take ``None`` (meaning: not sent)."""
+    if field.python_required or field.default is not MISSING:
+        return field.type
+    return optional(field.type)
+
+
+def _shown_default(field: FieldDef) -> str | None:
+    if field.python_required:
+        return None
+    if field.default is MISSING:
+        return "None"
+    text = py_literal(field.default)
+    return text if len(text) <= MAX_SHOWN_DEFAULT else "..."
+
+
+def _parameter(field: FieldDef) -> str:
+    annotation = render(_python_type(field), compact=True)
+    default = _shown_default(field)
+    return f"{field.kwarg}: {annotation}" + ("" if default is None else f" = {default}")
+
+
+def ordered_params(shape: ToolShape) -> list[FieldDef]:
+    """Required parameters first, each group in schema order."""
+    return [f for f in shape.params if f.python_required] + [f for f in shape.params if not f.python_required]
+
+
+def result_annotation(shape: ToolShape, *, compact: bool) -> str:
+    if shape.result is None:
+        return TEXT_RESULT
+    return render(shape.result, compact=compact)
+
+
+def signature(function: str, shape: ToolShape, kwargs_name: str) -> str:
+    params = [_parameter(f) for f in ordered_params(shape)]
+    if shape.extra_kwargs is not None:
+        params.append(f"**{kwargs_name}: {render(shape.extra_kwargs, compact=True)}")
+    elif params:
+        params.insert(0, "*")
+    return f"def {function}({', '.join(params)}) -> {result_annotation(shape, compact=True)}"
+
+
+def model_line(model: ModelDef) -> str:
+    """``class Name: a: int; b: str | None = None`` — a model in one line, for prompts."""
+    parts = []
+    for field in model.fields[:MAX_LINE_FIELDS]:
+        annotation = render(_python_type(field), compact=True)
+        default = _shown_default(field)
+        parts.append(f"{field.attr}: {annotation}" + ("" if default is None else f" = {default}"))
+    if len(model.fields) > MAX_LINE_FIELDS:
+        parts.append(f"...  # {len(model.fields) - MAX_LINE_FIELDS} more fields, see help({model.name})")
+    if not parts:
+        parts.append("..." if model.extra == "forbid" else "...  # any keys")
+    return f"class {model.name}: " + "; ".join(parts)
+
+
+def models_in_order(shape: ToolShape) -> list[ModelDef]:
+    """The tool's distinct models (by name), each after the models its fields use."""
+    by_name: dict[str, ModelDef] = {}
+    for model in shape.models:
+        by_name.setdefault(model.name, model)
+    ordered: list[ModelDef] = []
+    state: dict[str, int] = {}  # 1: visiting, 2: done
+
+    def visit(model: ModelDef) -> None:
+        name = model.name
+        if state.get(name):
+            return
+        state[name] = 1
+        for child in _children(by_name[name]):
+            visit(child)
+        state[name] = 2
+        ordered.append(by_name[name])
+
+    for model in by_name.values():
+        visit(model)
+    return ordered
+
+
+def _children(model: ModelDef) -> list[ModelDef]:
+    children = [m for f in model.fields for m in referenced_models(f.type)]
+    if model.extra_type is not None:
+        children.extend(referenced_models(model.extra_type))
+    return children
+
+
+def used_models(shape: ToolShape) -> tuple[str, ...]:
+    """Names of the models reachable from the signature, in first-use order."""
+    seen: dict[str, None] = {}
+    stack: list[ModelDef] = []
+    roots = [f.type for f in ordered_params(shape)]
+    roots += [t for t in (shape.extra_kwargs, shape.result) if t is not None]
+    for expr in roots:
+        stack.extend(referenced_models(expr))
+    stack.reverse()
+    while stack:
+        model = stack.pop()
+        if model.name in seen:
+            continue
+        seen[model.name] = None
+        stack.extend(reversed(_children(model)))
+    return tuple(seen)
+
+
+# --- module source ---------------------------------------------------------------------------------
+
+
+def _field_source(field: FieldDef, *, args: bool) -> str:
+    """One field line of a model class (``args``: the argument model, validated by kwarg name)."""
+    expr = _python_type(field)
+    arguments: list[str] = []
+    omit_none = not field.python_required and field.default is MISSING and not allows_none(field.type)
+    if not field.python_required:
+        arguments.append(py_literal(None if field.default is MISSING else field.default))
+    if args:
+        if field.kwarg == field.wire and field.attr != field.wire:
+            arguments.append(f"alias={field.wire!r}")
+        else:
+            if field.kwarg != field.attr:
+                arguments.append(f"validation_alias={field.kwarg!r}")
+            if field.wire != field.attr:
+                arguments.append(f"serialization_alias={field.wire!r}")
+    elif field.wire != field.attr:
+        arguments.append(f"alias={field.wire!r}")
+    if omit_none:
+        arguments.append("exclude_if=_base.is_none")
+    arguments.extend(f"{name}={py_literal(value)}" for name, value in field.constraints)
+    if field.description and not args:
+        arguments.append(f"description={field.description!r}")
+    annotation = render(expr, compact=False)
+    if not arguments:
+        return f"{field.attr}: {annotation}"
+    if len(arguments) == 1 and not field.python_required:
+        return f"{field.attr}: {annotation} = {arguments[0]}"  # just the default
+    if field.python_required:
+        arguments.insert(0, "...")
+    return f"{field.attr}: {annotation} = Field({', '.join(arguments)})"
+
+
+def _class_source(
+    name: str,
+    base: str,
+    fields: list[FieldDef],
+    *,
+    args: bool,
+    description: str,
+    config: list[str],
+    extra_type: TypeExpr | None,
+) -> str:
+    header = ", ".join([base, *config])
+    lines = [f"class {name}({header}):"]
+    if description:
+        lines.append(f"    {docstring(description, '    ')}")
+        lines.append("")
+    if extra_type is not None:
+        lines.append(f"    __pydantic_extra__: dict[str, {render(extra_type, compact=False)}]")
+    lines.extend(f"    {_field_source(f, args=args)}" for f in fields)
+    if len(lines) == 1:
+        lines.append("    pass")
+    return "\n".join(lines)
+
+
+def _model_source(model: ModelDef) -> str:
+    config = ["extra='forbid'"] if model.extra == "forbid" else []
+    return _class_source(
+        model.name,
+        "_base.Model",
+        model.fields,
+        args=False,
+        description=model.description,
+        config=config,
+        extra_type=model.extra_type,
+    )
+
+
+def _param_doc(field: FieldDef) -> str:
+    notes: list[str] = []
+    if field.wire != field.kwarg:
+        notes.append(f"sent as {field.wire!r}")
+    if not field.python_required and field.default is not MISSING:
+        shown = py_literal(field.default)
+        if len(shown) > MAX_SHOWN_DEFAULT:
+            notes.append(f"default: {shown}")
+    notes.extend(f"{_CONSTRAINT_TEXT[name]} {py_literal(value)}" for name, value in field.constraints)
+    shown_type = render(field.type, compact=True)
+    full_type = render(field.type, compact=False)
+    if shown_type != full_type:
+        notes.append(f"type: {full_type}")
+    text = field.description.strip()
+    if notes:
+        text = f"{text} ({'; '.join(notes)})" if text else f"({'; '.join(notes)})"
+    return f"{field.kwarg}: {text}" if text else ""
+
+
+_CONSTRAINT_TEXT = {
+    "ge": ">=",
+    "le": "<=",
+    "gt": ">",
+    "lt": "<",
+    "min_length": "min length",
+    "max_length": "max length",
+}
+
+
+def _result_doc(shape: ToolShape) -> list[str]:
+    if shape.result is None:
+        return [
+            "str: the tool's text output (a ToolResult, which is a str with .content and .images,",
+            "when the result also carries images or other content).",
+        ]
+    lines = [f"{render(shape.result, compact=True)}"]
+    if isinstance(shape.result, ModelRef):
+        model = shape.result.model
+        if model.description:
+            lines[0] += f": {summary(model.description)}"
+        for field in model.fields[:MAX_DOC_FIELDS]:
+            text = f"    {field.attr} ({render(_python_type(field), compact=True)})"
+            if field.description:
+                text += f": {one_line(field.description)}"
+            lines.append(text)
+        if len(model.fields) > MAX_DOC_FIELDS:
+            lines.append(f"    ... {len(model.fields) - MAX_DOC_FIELDS} more fields: help({model.name})")
+    return lines
+
+
+def function_doc(description: str, shape: ToolShape) -> str:
+    parts = [description.strip() or "(no description)"]
+    documented = [doc for doc in (_param_doc(f) for f in ordered_params(shape)) if doc]
+    if documented:
+        parts.append("Args:\n" + "\n".join("    " + doc.replace("\n", "\n        ") for doc in documented))
+    parts.append("Returns:\n" + "\n".join("    " + line for line in _result_doc(shape)))
+    return "\n\n".join(parts)
+
+
+def module_source(server: str, tool: str, function: str, shape: ToolShape, kwargs_name: str) -> ToolSource:
+    """The complete module for one tool: its models, argument model and function."""
+    models = models_in_order(shape)
+    params = ordered_params(shape)
+    exprs = [f.type for m in models for f in m.fields] + [f.type for f in params]
+    exprs += [t for t in [shape.result, shape.extra_kwargs, *(m.extra_type for m in models)] if t is not None]
+    typing_names = [name for name in ("Any", "Literal") if any(uses_name(e, name) for e in exprs)]
+
+    head = docstring(f"Tool {tool!r} of the MCP server {server!r} (generated by ipybox; do not edit).", "")
+    blocks = [_model_source(model) for model in models]
+
+    args_config = [f"title={function!r}"]
+    if shape.extra_kwargs is not None:
+        args_config.append("extra='allow'")
+    typed_extra = None if isinstance(shape.extra_kwargs, AnyType) else shape.extra_kwargs
+    blocks.append(
+        _class_source(
+            "_Args",
+            "_base.Args",
+            params,
+            args=True,
+            description="",
+            config=args_config,
+            extra_type=typed_extra,
+        )
+    )
+    needs_field = any("= Field(" in block for block in blocks)
+
+    imports = ["from __future__ import annotations", ""]
+    if typing_names:
+        imports.append(f"from typing import {', '.join(typing_names)}")
+    if needs_field:
+        imports.append("from pydantic import Field")
+    if typing_names or needs_field:
+        imports.append("")
+    imports.append("from .. import _base")
+
+    decorator = [repr(server), repr(tool), "_Args"]
+    if shape.result is not None:
+        result_code = "type(None)" if shape.result == NONE else render(shape.result, compact=False)
+        decorator += [f"result={result_code}", "structured=True"]
+        if shape.unwrap:
+            decorator.append("unwrap=True")
+    always = tuple(f.attr for f in params if f.always_sent)
+    if always:
+        decorator.append(f"always={always!r}")
+    sig = signature(function, shape, kwargs_name)
+    doc = docstring(function_doc(shape.description, shape), "    ")
+    blocks.append(f"@_base.tool({', '.join(decorator)})\n{sig}:\n    {doc}")
+    source = head + "\n\n" + "\n".join(imports) + "\n\n\n" + "\n\n\n".join(blocks) + "\n"
+    return ToolSource(source=source, signature=sig, models=used_models(shape))

@@ -1,0 +1,74 @@
+"""Safe source text: docstrings and one-line summaries from arbitrary (hostile) descriptions."""
+
+from __future__ import annotations
+
+import re
+
+SUMMARY_CHARS = 160
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def docstring(text: str, indent: str) -> str:
+    """A triple-quoted literal whose value is ``text`` (continuation lines indented for the source).
+
+    Backslashes, quote runs, control characters, lone surrogates and other non-printable
+    characters are escaped, so no description can end the literal or break the module.
+    """
+    out: list[str] = []
+    quotes = 0  # unescaped double quotes just written
+    last = len(text) - 1
+    for index, char in enumerate(text):
+        if char == '"':
+            if quotes == 2 or index == last:
+                out.append('\\"')
+                quotes = 0
+            else:
+                out.append('"')
+                quotes += 1
+            continue
+        quotes = 0
+        if char == "\\":
+            out.append("\\\\")
+        elif char == "\n":
+            out.append("\n" + indent)
+        elif char == "\t" or char.isprintable():
+            out.append(char)
+        else:
+            out.append(_escape_char(char))
+    body = "".join(out)
+    # no trailing whitespace on the indented empty lines
+    body = re.sub(r"\n[ ]+(?=\n)", "\n", body)
+    if "\n" in body:
+        return f'"""{body}\n{indent}"""'
+    return f'"""{body}"""'
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: whitespace runs and control characters become single spaces."""
+    cleaned = "".join(char if char.isprintable() else " " for char in text)
+    return " ".join(cleaned.split())
+
+
+def summary(description: str, *, limit: int = SUMMARY_CHARS) -> str:
+    """The first line of a description, cut at a sentence or word boundary within ``limit``."""
+    for line in description.splitlines():
+        text = one_line(line)
+        if text:
+            break
+    else:
+        return ""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(". ", 0, limit)
+    if cut >= limit // 3:
+        return text[: cut + 1]
+    cut = text.rfind(" ", 0, limit - 1)
+    return (text[:cut] if cut >= limit // 3 else text[: limit - 1]).rstrip(" ,;:") + "…"
