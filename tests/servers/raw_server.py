@@ -1,10 +1,11 @@
 """A hand-written stdio MCP server (no SDK, starts in ~50 ms) that is deliberately off-spec.
 
-    python raw_server.py [--page-size N] [--mute] [--clean]
+    python raw_server.py [--page-size N] [--mute] [--clean] [--drop-unknown]
 
 Its ``tools/list`` is paginated (``--page-size``, default 3) and mixes good tools with malformed
 ones; some ``tools/call`` results are off-spec too. ``--mute`` reads requests and never answers
-(for connect timeouts); ``--clean`` lists only the well-formed tools (``echo``, ``video``,
+(for connect timeouts); ``--drop-unknown`` never answers methods it does not know, such as the
+2026-07-28 ``server/discover`` probe (like some older servers); ``--clean`` lists only the well-formed tools (``echo``, ``video``,
 ``structured_only``, ``pid``, ``die``). Tools:
 
 - ``echo``: well-formed; returns ``arguments["text"]`` as text
@@ -92,6 +93,7 @@ def main() -> None:
     args = sys.argv[1:]
     page_size = int(args[args.index("--page-size") + 1]) if "--page-size" in args else 3
     mute = "--mute" in args
+    drop_unknown = "--drop-unknown" in args
     if "--clean" in args:
         TOOLS[:] = [tool for tool in TOOLS if tool["name"] in CLEAN_TOOLS]
     for line in sys.stdin:
@@ -99,6 +101,8 @@ def main() -> None:
         if "id" not in message or "method" not in message or mute:
             continue  # notifications and responses need no answer
         reply = {"jsonrpc": "2.0", "id": message["id"], **answer(message, page_size)}
+        if drop_unknown and "error" in reply:
+            continue
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 

@@ -44,6 +44,8 @@ DEFAULT_CALL_TIMEOUT = 300.0
 CLOSE_GRACE = 10.0
 """Seconds a closing connection may take (a stdio server gets 2 s after EOF, then SIGTERM, SIGKILL)."""
 STDERR_TAIL_CHARS = 2000
+LOST_REASON_WAIT = 1.0
+"""Seconds a call that lost its connection waits for the transport's error, to name the cause."""
 
 
 def _client_info() -> Implementation:
@@ -279,7 +281,7 @@ class McpConnection:
             failure = exc
         finally:
             session.ended = True
-            if failure is not None and session.end_reason is None:
+            if failure is not None:  # the transport's own error says more than "closed"
                 session.end_reason = _describe(failure)
             for scope in list(session.inflight):
                 scope.cancel()
@@ -354,7 +356,9 @@ class McpConnection:
             with scope:
                 raw = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=limit)
         except MCPError as exc:
-            raise self._call_error(exc, tool, limit, session) from exc
+            if exc.code == CONNECTION_CLOSED:
+                raise McpConnectionError(await self._lost(session, tool), server=self.name) from exc
+            raise self._call_error(exc, tool, limit) from exc
         except ValidationError as exc:
             raise McpProtocolError(
                 f"MCP server {self.name!r} returned a malformed result for {tool!r}: "
@@ -367,17 +371,14 @@ class McpConnection:
         finally:
             session.inflight.discard(scope)
         if raw is None:  # the scope was cancelled: the connection ended under the call
-            raise McpConnectionError(self._lost(session, tool), server=self.name)
+            raise McpConnectionError(await self._lost(session, tool), server=self.name)
         return to_tool_call_result(raw, server=self.name, tool=info)
 
-    def _call_error(self, exc: MCPError, tool: str, limit: float, session: _Session) -> Exception:
+    def _call_error(self, exc: MCPError, tool: str, limit: float) -> Exception:
         if exc.code == REQUEST_TIMEOUT:
             return McpTimeout(
                 f"MCP server {self.name!r}: tool {tool!r} did not answer within {limit:g} s", server=self.name
             )
-        if exc.code == CONNECTION_CLOSED:
-            session.end("the connection closed during a call")
-            return McpConnectionError(self._lost(session, tool), server=self.name)
         return McpProtocolError(
             f"MCP server {self.name!r}: tool {tool!r} failed with JSON-RPC error {exc.code}: {exc.message}",
             server=self.name,
@@ -385,7 +386,11 @@ class McpConnection:
             data=exc.data,
         )
 
-    def _lost(self, session: _Session, tool: str) -> str:
+    async def _lost(self, session: _Session, tool: str) -> str:
+        """Close the broken session and describe why it ended (waiting briefly for the reason)."""
+        session.stop.set()
+        if session.task is not None:
+            await asyncio.wait({session.task}, timeout=LOST_REASON_WAIT)
         reason = session.end_reason or "the connection closed"
         return self._with_stderr(
             f"MCP server {self.name!r} ({self._what()}) lost the connection during the call to {tool!r} "
