@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -64,10 +65,22 @@ class _Shown(str):
         return str(self)
 
 
+def _shown_default(default: Any) -> Any:
+    if default is ...:
+        return _Shown("...")  # a long default, written out in the docstring
+    if isinstance(default, float) and not math.isfinite(default):
+        return _Shown(f"float({str(default)!r})")
+    return default
+
+
 def _shown_signature(stub: Callable[..., Any]) -> inspect.Signature:
+    """The stub's signature with its annotations and defaults shown as in the source."""
     signature = inspect.signature(stub)
     parameters = [
-        p.replace(annotation=_Shown(p.annotation)) if isinstance(p.annotation, str) else p
+        p.replace(
+            annotation=_Shown(p.annotation) if isinstance(p.annotation, str) else p.annotation,
+            default=_shown_default(p.default),
+        )
         for p in signature.parameters.values()
     ]
     result = signature.return_annotation

@@ -118,6 +118,10 @@ class SchemaConverter:
         self._models = models
         self._by_ref: dict[str, ModelDef] = {}
         self._ref_stack: list[str] = []
+        self._path: list[str] = []
+
+    def _where(self) -> str:
+        return f"property {'.'.join(self._path)!r}" if self._path else "the top level"
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -162,12 +166,14 @@ class SchemaConverter:
 
     def type_of(self, node: Any, *, hint: str, depth: int, ref: str | None = None) -> TypeExpr:
         if depth > MAX_DEPTH:
-            self._warn(f"schema nesting deeper than {MAX_DEPTH} levels at {hint!r}; typed as Any")
+            self._warn(f"schema nesting deeper than {MAX_DEPTH} levels at {self._where()}; typed as Any")
             return ANY
         if node is True or node is False or node is None:
             return ANY
         if not isinstance(node, dict):
-            self._warn(f"a schema for {hint!r} is a {type(node).__name__}, not an object; typed as Any")
+            self._warn(
+                f"the schema of {self._where()} is a {type(node).__name__}, not an object; typed as Any"
+            )
             return ANY
         if "$ref" in node:
             return self._ref_type(node, hint=hint, depth=depth)
@@ -219,7 +225,7 @@ class SchemaConverter:
             return self._object_type(node, hint=hint, depth=depth, ref=ref)
         if kind == "array":
             return self._array_type(node, hint=hint, depth=depth)
-        self._warn(f"unknown type {kind!r} at {hint!r}; typed as Any")
+        self._warn(f"unknown type {kind!r} at {self._where()}; typed as Any")
         return ANY
 
     def _enum_type(self, node: dict[str, Any]) -> TypeExpr:
@@ -304,11 +310,11 @@ class SchemaConverter:
     def _ref_type(self, node: dict[str, Any], *, hint: str, depth: int) -> TypeExpr:
         pointer = node["$ref"]
         if not isinstance(pointer, str):
-            self._warn(f"a '$ref' at {hint!r} is not a string; typed as Any")
+            self._warn(f"a '$ref' at {self._where()} is not a string; typed as Any")
             return ANY
         target = self._resolve(pointer)
         if target is MISSING:
-            self._warn(f"'$ref' {pointer!r} cannot be resolved; typed as Any")
+            self._warn(f"'$ref' {pointer!r} at {self._where()} cannot be resolved; typed as Any")
             return ANY
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         if any(k in _STRUCTURAL for k in siblings):  # draft 2019+: $ref next to other keywords
@@ -351,13 +357,14 @@ class SchemaConverter:
                     return defs[pointer]
         return MISSING
 
-    def _resolve_shallow(self, node: Any, depth: int) -> Any:
+    def _resolve_shallow(self, node: Any, depth: int, *, warn: bool = True) -> Any:
         """``node`` with a top-level ``$ref`` and ``allOf`` folded in (for merging)."""
         for _ in range(8):
             if isinstance(node, dict) and isinstance(node.get("$ref"), str):
                 target = self._resolve(node["$ref"])
                 if target is MISSING:
-                    self._warn(f"'$ref' {node['$ref']!r} cannot be resolved; ignored")
+                    if warn:
+                        self._warn(f"'$ref' {node['$ref']!r} at {self._where()} cannot be resolved; ignored")
                     return {k: v for k, v in node.items() if k != "$ref"}
                 siblings = {k: v for k, v in node.items() if k != "$ref"}
                 node = self._merge([target, siblings]) if siblings else target
@@ -453,13 +460,17 @@ class SchemaConverter:
 
     def _field(self, wire: str, schema: Any, required: bool, *, hint: str, depth: int) -> FieldDef:
         child_hint = class_name(wire, fallback=f"{hint}Field")
-        expr = self.type_of(schema, hint=child_hint, depth=depth + 1)
+        self._path.append(wire)
+        try:
+            expr = self.type_of(schema, hint=child_hint, depth=depth + 1)
+        finally:
+            self._path.pop()
         description = ""
         default: Any = MISSING
         constraints: tuple[tuple[str, int | float], ...] = ()
         if isinstance(schema, dict):
             direct = schema
-            target = self._resolve_shallow(schema, depth + 1) if "$ref" in schema else schema
+            target = self._resolve_shallow(schema, depth + 1, warn=False) if "$ref" in schema else schema
             description = _text(direct.get("description")) or (
                 _text(target.get("description"))
                 if isinstance(target, dict) and "properties" not in target

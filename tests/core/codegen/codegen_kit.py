@@ -109,7 +109,8 @@ class Backend:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.reply: Outcome = Outcome(content=[{"type": "text", "text": "ok"}])
-        self.handler: Handler | None = None
+        self.handlers: dict[str, Handler] = {}
+        """Per MCP server name: where its calls go (the other servers get ``reply``)."""
 
     def tool(self, server: str, tool: str) -> ToolInfo:
         if not tool:
@@ -118,8 +119,9 @@ class Backend:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Outcome:
         self.calls.append((server, tool, arguments))
-        if self.handler is not None:
-            return await self.handler(server, tool, arguments)
+        handler = self.handlers.get(server)
+        if handler is not None:
+            return await handler(server, tool, arguments)
         return self.reply
 
 
@@ -151,8 +153,8 @@ class ThreadedToolServer:
 
 
 @contextmanager
-def mcp_forwarding(served: ThreadedToolServer, mcp_server: Any) -> Iterator[None]:
-    """Forward the tool server's calls to a real in-process MCP server (``mcp.Client``)."""
+def mcp_forwarding(served: ThreadedToolServer, name: str, mcp_server: Any) -> Iterator[None]:
+    """Forward calls for server ``name`` to a real in-process MCP server (``mcp.Client``)."""
     from mcp import Client
 
     ready: Future[None] = Future()
@@ -171,7 +173,7 @@ def mcp_forwarding(served: ThreadedToolServer, mcp_server: Any) -> Iterator[None
                     raise ToolError(text, server=server, tool=tool)
                 return Outcome(structured=result.structured_content, content=content)
 
-            served.backend.handler = handle
+            served.backend.handlers[name] = handle
             ready.set_result(None)
             await stop.wait()
 
@@ -180,6 +182,6 @@ def mcp_forwarding(served: ThreadedToolServer, mcp_server: Any) -> Iterator[None
     try:
         yield
     finally:
-        served.backend.handler = None
+        served.backend.handlers.pop(name, None)
         served.loop.call_soon_threadsafe(stop.set)
         task.result(timeout=30)
