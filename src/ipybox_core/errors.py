@@ -47,6 +47,10 @@ class ExecutionTimeout(IpyboxError, TimeoutError):
         self.timeout = timeout
 
 
+class ExecutionCancelled(IpyboxError):
+    """The execution was cancelled by the application (``cancel()``); the kernel was interrupted."""
+
+
 class ExecutorBusy(IpyboxError):
     """A second execution was started while one is still running or waiting for approval."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,6 +88,10 @@ class ApprovalRequest:
                 f"approval request {self.id} ({self.name}) was already decided by {previous.decided_by}"
             )
         self._future.set_result(decision)
+
+    def add_done_callback(self, callback: Callable[[ApprovalRequest], None]) -> None:
+        """Call ``callback(self)`` once the request is decided, expired or abandoned."""
+        self._future.add_done_callback(lambda _: callback(self))
 
     async def wait(self, timeout: float | None = None) -> ApprovalDecision:
         """Wait for the decision; after ``timeout`` seconds the request is rejected as expired."""
