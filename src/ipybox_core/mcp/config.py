@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ipybox_core.errors import ConfigError
 from ipybox_core.mcp._placeholders import PlaceholderFiller
@@ -40,8 +40,11 @@ class McpServerConfig(BaseModel):
     """``"legacy"``: the ``initialize`` handshake (fast with every server). ``"auto"``: probe the
     2026-07-28 ``server/discover`` first (a server that ignores the probe costs 10 s)."""
 
+    _template: tuple[str, ...] | None = PrivateAttr(default=None)
+    """The config's command line or URL before placeholders were filled (for :meth:`describe`)."""
+
     def describe(self) -> str:
-        """A short, secret-free description for messages and logs."""
+        """A short description for messages and logs: placeholders unfilled, no env, headers or query."""
         raise NotImplementedError
 
 
@@ -59,7 +62,7 @@ class StdioServerConfig(McpServerConfig):
     cwd: str | None = None
 
     def describe(self) -> str:
-        return " ".join([self.command, *self.args])
+        return " ".join(self._template or (self.command, *self.args))
 
 
 class _UrlServerConfig(McpServerConfig):
@@ -67,8 +70,9 @@ class _UrlServerConfig(McpServerConfig):
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
-        parts = urlsplit(self.url)
-        return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        parts = urlsplit(self._template[0] if self._template else self.url)
+        host = parts.netloc.rsplit("@", 1)[-1]  # without user:password
+        return f"{parts.scheme}://{host}{parts.path}"
 
 
 class HttpServerConfig(_UrlServerConfig):
@@ -134,13 +138,16 @@ def parse_server_config(
             f"({where}); set {'them' if len(names) > 1 else 'it'} or write ${{VAR:-default}}"
         )
     try:
-        return model_type.model_validate(fields)
+        parsed = model_type.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc']) or '(config)'}: {error['msg']}"
             for error in exc.errors()
         )
         raise ConfigError(f"{label}: invalid {_kind(model_type)} config: {problems}") from None
+    template = [raw["url"]] if "url" in raw else [raw.get("command"), *(raw.get("args") or [])]
+    parsed._template = tuple(str(part) for part in template)
+    return parsed
 
 
 _FILLED_FIELDS = frozenset({"command", "args", "env", "cwd", "url", "headers"})

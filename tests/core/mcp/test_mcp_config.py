@@ -171,6 +171,15 @@ def test_not_a_mapping_is_a_config_error() -> None:
         parse_server_config("s", ["command"])  # type: ignore[arg-type]
 
 
+def test_describe_shows_placeholders_not_their_values() -> None:
+    environ = {"TOKEN": "s3cret-value", "HOST": "example.com"}
+    stdio = parse_server_config("s", {"command": "srv", "args": ["--token=${TOKEN}"]}, environ=environ)
+    assert stdio.describe() == "srv --token=${TOKEN}"
+    http = parse_server_config("h", {"url": "https://${HOST}/mcp?key=${TOKEN}"}, environ=environ)
+    assert http.describe() == "https://${HOST}/mcp"
+    assert StdioServerConfig(command="python", args=["server.py"]).describe() == "python server.py"
+
+
 def test_repr_hides_secrets() -> None:
     stdio = parse_server_config("s", {"command": "x", "env": {"TOKEN": "s3cret-value"}})
     http = parse_server_config(
