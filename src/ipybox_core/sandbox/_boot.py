@@ -1,0 +1,71 @@
+"""Kernel bootstrap run inside the sandbox with ``python -c``: set rlimits, then start the kernel.
+
+Stdlib only, and self-contained (its source is passed on the command line, so it runs in any kernel
+environment). Usage::
+
+    python -c <this source> '<json config>' -m ipykernel_launcher -f conn.json    # in-process
+    python -c <this source> '<json config>' --exec /path/prog args...            # exec a program
+
+The config is ``{"rlimits": {"RLIMIT_DATA": [soft, hard], ...}, "cpu_seconds": n | null,
+"cpu_grace_seconds": n}``. With ``-m`` the module runs in this interpreter (``runpy``) so the
+``SIGXCPU`` handler installed here stays in force: when the CPU budget is used up, the running cell
+gets a ``CpuTimeLimitExceeded`` (a ``TimeoutError``) instead of the kernel dying silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import runpy
+import signal
+import sys
+from types import FrameType
+
+
+class CpuTimeLimitExceeded(TimeoutError):
+    """The kernel used up the sandbox's CPU time budget (``RLIMIT_CPU``)."""
+
+
+def _apply_rlimits(rlimits: dict[str, list[int]]) -> None:
+    for name, (soft, hard) in rlimits.items():
+        which = getattr(resource, name)
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(which, (soft, hard))
+
+
+def _install_cpu_handler(seconds: int, grace: int) -> None:
+    def on_sigxcpu(signum: int, frame: FrameType | None) -> None:
+        # Only while a cell runs (ipykernel installs default_int_handler for SIGINT then); raising
+        # in the kernel's idle event loop would take the kernel down.
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            raise CpuTimeLimitExceeded(
+                f"CPU time limit exceeded: the kernel used its budget of {seconds} s of CPU time "
+                f"(sandbox limit cpu_seconds); it is stopped after {grace} more seconds of CPU time"
+            )
+
+    signal.signal(signal.SIGXCPU, on_sigxcpu)
+
+
+def main(argv: list[str]) -> None:
+    """Apply the config in ``argv[0]``, then run ``argv[1:]`` (``-m module ...`` or ``--exec ...``)."""
+    config = json.loads(argv[0])
+    command = argv[1:]
+    _apply_rlimits(config.get("rlimits", {}))
+    if config.get("cpu_seconds"):
+        _install_cpu_handler(config["cpu_seconds"], config.get("cpu_grace_seconds", 0))
+    if len(command) >= 2 and command[0] == "-m":
+        sys.argv = [command[1], *command[2:]]
+        runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+    elif len(command) >= 2 and command[0] == "--exec":
+        os.execv(command[1], command[1:])
+    else:
+        sys.stderr.write(f"ipybox sandbox bootstrap: cannot run {command!r}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
