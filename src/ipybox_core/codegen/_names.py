@@ -105,9 +105,9 @@ def attribute_name(raw: str, reserved: frozenset[str]) -> str:
     """A pydantic field name: no leading underscore (``_id`` → ``id_``, ``2fa`` → ``field_2fa``)."""
     name = identifier(raw, fallback="field")
     stripped = name.lstrip("_")
-    if stripped and not stripped[0].isdigit():
+    if stripped and stripped[0].isidentifier():
         name = stripped + "_" * (len(name) - len(stripped))
-    elif stripped:
+    elif stripped:  # starts with a digit or another character only valid inside a name
         name = "field_" + stripped
     else:
         name = "field"
@@ -140,7 +140,7 @@ def class_name(raw: str, *, fallback: str) -> str:
     name = "".join(word[:1].upper() + word[1:] for word in words)
     name = identifier(name, fallback=fallback) if name else fallback
     name = name.lstrip("_") or fallback
-    if name[0].isdigit():
+    if not name[0].isidentifier():
         name = fallback + name
     if name in KEYWORDS or name in BUILTINS or name in TYPING_NAMES or name in IPYTHON_NAMES:
         name += "Model"

@@ -6,6 +6,16 @@ import re
 
 SUMMARY_CHARS = 160
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON, not encodable) replaced by U+FFFD.
+
+    Class docstrings must be encodable (``type()`` fails otherwise), and so must prompts.
+    """
+    return _SURROGATE.sub("\ufffd", text)
+
 
 def _escape_char(char: str) -> str:
     code = ord(char)
@@ -21,7 +31,11 @@ def docstring(text: str, indent: str) -> str:
 
     Backslashes, quote runs, control characters, lone surrogates and other non-printable
     characters are escaped, so no description can end the literal or break the module.
+    Trailing whitespace is dropped, lone surrogates become U+FFFD (see :func:`scrub`).
     """
+    text = scrub(text).rstrip()  # trailing whitespace means nothing in a docstring
+    if not text:
+        return '""""""'
     out: list[str] = []
     quotes = 0  # unescaped double quotes just written
     last = len(text) - 1
@@ -53,7 +67,7 @@ def docstring(text: str, indent: str) -> str:
 
 def one_line(text: str) -> str:
     """``text`` on one line: whitespace runs and control characters become single spaces."""
-    cleaned = "".join(char if char.isprintable() else " " for char in text)
+    cleaned = "".join(char if char.isprintable() else " " for char in scrub(text))
     return " ".join(cleaned.split())
 
 

@@ -13,7 +13,7 @@ from ipybox_core.codegen._ir import ToolShape
 from ipybox_core.codegen._names import NameScope, file_module_name, module_name
 from ipybox_core.codegen._render import model_line, models_in_order, module_source
 from ipybox_core.codegen._schema import degraded_shape, tool_shape
-from ipybox_core.codegen._source import docstring, summary
+from ipybox_core.codegen._source import docstring, scrub, summary
 from ipybox_core.codegen._writer import MARKER, remove_package, write_package
 from ipybox_core.errors import CodegenError
 from ipybox_core.mcp.types import ToolInfo
@@ -228,7 +228,7 @@ def _render_tool(
         function=item.function,
         signature=rendered.signature,
         summary=summary(info.description or "") or summary(info.title or info.annotations.title or ""),
-        description=info.description or "",
+        description=scrub(info.description or ""),
         module=module,
         models=() if item.degraded else rendered.models,
         warnings=item.notes.all(),
@@ -240,7 +240,7 @@ def _render_tool(
 def _check(source: str, tool: str, server: str) -> None:
     """Compile the module (catches what ``ast.parse`` does, plus e.g. duplicate arguments)."""
     try:
-        compile(source, f"<ipybox codegen: {server}.{tool}>", "exec", dont_inherit=True)
+        compile(source, f"<ipybox codegen: {server!r}, {tool!r}>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise CodegenError(
             f"generated code for tool {tool!r} of MCP server {server!r} is invalid: {error}"
