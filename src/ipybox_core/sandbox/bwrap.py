@@ -14,43 +14,21 @@ of the host could read them with ``ps``; the sandbox cannot see or change that f
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ipybox_core.errors import SandboxError, SandboxUnavailable
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
-from ipybox_core.sandbox import _boot
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
+from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
-from ipybox_core.sandbox._pyenv import find_executable
 from ipybox_core.sandbox.policy import SandboxPolicy
 from ipybox_core.sandbox.probe import find_bwrap, probe_sandbox
-
-DROPPED_ENV = frozenset(
-    {
-        "JPY_PARENT_PID",  # ipykernel would poll a parent pid that the PID namespace hides, and exit
-        "JPY_INTERRUPT_EVENT",
-        "IPY_INTERRUPT_EVENT",
-        "SSH_AUTH_SOCK",
-        "SSH_AGENT_PID",
-        "DBUS_SESSION_BUS_ADDRESS",
-        "XDG_RUNTIME_DIR",
-        "DISPLAY",
-        "WAYLAND_DISPLAY",
-        "TMP",
-        "TEMP",
-    }
-)
-"""Variables never passed into the sandbox: pointers to host services and parent-process plumbing."""
 
 _LAUNCH_SCRIPT = """\
 options=$1; shift
@@ -62,8 +40,6 @@ shift
 exec 3< "$options" || exit 125
 exec "$@"
 """
-_PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
-_OPTIONS_WITH_VALUE = frozenset({"-X", "-W"})
 
 
 class BwrapLauncher:
@@ -116,7 +92,7 @@ class BwrapLauncher:
 
     def plan(self, spec: LaunchSpec) -> FilesystemPlan:
         """The sandbox's file system for ``spec`` (what :meth:`wrap` mounts)."""
-        interpreters = [] if self._runs_in_process(spec) else [Path(sys.executable)]
+        interpreters = [] if module_index(spec.argv) is not None else [Path(sys.executable)]
         return plan_filesystem(self.policy, workspace=self.workspace, spec=spec, interpreters=interpreters)
 
     def wrap(self, spec: LaunchSpec) -> LaunchSpec:
@@ -137,7 +113,8 @@ class BwrapLauncher:
             str(spec.cwd.absolute()),
             "--clearenv",
         ]
-        for key, value in self._environment(spec.env, plan).items():
+        environment = sandbox_environment(spec.env, home=str(plan.home), tmp="/tmp", backend="bwrap")
+        for key, value in environment.items():
             options += ["--setenv", key, value]
         options_file = self._write_options(spec.runtime_dir, options)
         argv = [
@@ -152,7 +129,9 @@ class BwrapLauncher:
             "--args",
             "3",
             "--",
-            *self._kernel_command(spec),
+            # Inside the user namespace RLIMIT_NPROC counts the sandbox's processes only, but root
+            # is exempt from it: as root the pids cgroup bounds the process count.
+            *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0),
         ]
         return LaunchSpec(argv=argv, env={"PATH": os.defpath}, cwd=spec.cwd, runtime_dir=spec.runtime_dir)
 
@@ -175,13 +154,6 @@ class BwrapLauncher:
             options.append("--unshare-net")
         return options
 
-    def _environment(self, env: Mapping[str, str], plan: FilesystemPlan) -> dict[str, str]:
-        inside = {key: value for key, value in env.items() if key not in DROPPED_ENV}
-        inside["HOME"] = str(plan.home)
-        inside["TMPDIR"] = "/tmp"
-        inside["IPYBOX_SANDBOX"] = "bwrap"
-        return inside
-
     def _cgroups(self, runtime_dir: Path) -> KernelCgroups:
         limits = self.policy.limits
         total = limits.effective_total_memory_mb
@@ -191,63 +163,6 @@ class BwrapLauncher:
             max_pids=limits.max_processes,
         )
 
-    def _rlimits(self) -> dict[str, list[int]]:
-        limits = self.policy.limits
-        rlimits: dict[str, list[int]] = {}
-        if limits.memory_mb is not None:
-            rlimits["RLIMIT_DATA"] = [limits.memory_mb * 2**20] * 2
-        if limits.cpu_seconds is not None:
-            rlimits["RLIMIT_CPU"] = [limits.cpu_seconds, limits.cpu_seconds + limits.cpu_grace_seconds]
-        if limits.open_files is not None:
-            rlimits["RLIMIT_NOFILE"] = [limits.open_files] * 2
-        if limits.file_size_mb is not None:
-            rlimits["RLIMIT_FSIZE"] = [limits.file_size_mb * 2**20] * 2
-        if limits.max_processes is not None and os.geteuid() != 0:
-            # Inside the sandbox's user namespace RLIMIT_NPROC counts the sandbox's processes only.
-            rlimits["RLIMIT_NPROC"] = [limits.max_processes] * 2
-        return rlimits
-
-    def _kernel_command(self, spec: LaunchSpec) -> list[str]:
-        limits = self.policy.limits
-        config = json.dumps(
-            {
-                "rlimits": self._rlimits(),
-                "cpu_seconds": limits.cpu_seconds,
-                "cpu_grace_seconds": limits.cpu_grace_seconds,
-            },
-            separators=(",", ":"),
-        )
-        boot = _boot_source()
-        argv = list(spec.argv)
-        module_at = self._module_index(argv)
-        if module_at is not None:
-            return [argv[0], *argv[1:module_at], "-c", boot, config, *argv[module_at:]]
-        program = find_executable(argv[0], spec.env)
-        if program is None:
-            raise SandboxError(f"cannot find the kernel program {argv[0]!r} on the launch PATH")
-        return [sys.executable, "-c", boot, config, "--exec", str(program), *argv[1:]]
-
-    def _runs_in_process(self, spec: LaunchSpec) -> bool:
-        return self._module_index(list(spec.argv)) is not None
-
-    @staticmethod
-    def _module_index(argv: Sequence[str]) -> int | None:
-        """Index of ``-m`` when ``argv`` is ``python [options] -m module ...``, else ``None``."""
-        if not argv or not _PYTHON_NAME.match(Path(argv[0]).name):
-            return None
-        i = 1
-        while i < len(argv):
-            arg = argv[i]
-            if arg == "-m":
-                return i if i + 1 < len(argv) else None
-            if arg in _OPTIONS_WITH_VALUE:
-                i += 2
-            elif arg.startswith("-") and arg not in ("-c", "-", "--"):
-                i += 1
-            else:
-                return None
-        return None
-
     def _write_options(self, runtime_dir: Path, options: list[str]) -> Path:
         name = hashlib.sha256(str(runtime_dir.absolute()).encode()).hexdigest()[:16]
         path = self._private / f"{name}.args"
@@ -255,8 +170,3 @@ class BwrapLauncher:
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             file.write(data)
         return path
-
-
-@functools.cache
-def _boot_source() -> str:
-    return Path(_boot.__file__).read_text(encoding="utf-8")

@@ -138,14 +138,13 @@ def diagnose(bwrap: str, returncode: int, stderr: str) -> str:
             "User namespaces are disabled (user.max_user_namespaces=0). Enable them with "
             "`sudo sysctl -w user.max_user_namespaces=15000`."
         )
-    container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
     if (
-        "no permissions to create" in lower
+        "no permissions to creat" in lower
         or "operation not permitted" in lower
         or "can't mount proc" in lower
         or "creating new namespace failed" in lower
     ) and not hints:
-        if container:
+        if _in_container():
             hints.append(
                 "This looks like a container whose seccomp profile forbids new namespaces (Docker's "
                 "default does). Run the container with `--security-opt seccomp=unconfined` (or a "
@@ -174,6 +173,10 @@ def _sysctl(name: str) -> str | None:
         return (PROC_SYS / name).read_text().strip()
     except OSError:
         return None
+
+
+def _in_container() -> bool:
+    return Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
 
 
 def _probe_seatbelt() -> None:
