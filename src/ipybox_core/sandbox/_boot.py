@@ -7,19 +7,24 @@ environment). Usage::
     python -c <this source> '<json config>' --exec /path/prog args...            # exec a program
 
 The config is ``{"rlimits": {"RLIMIT_DATA": [soft, hard], ...}, "cpu_seconds": n | null,
-"cpu_grace_seconds": n}``. With ``-m`` the module runs in this interpreter (``runpy``) so the
-``SIGXCPU`` handler installed here stays in force: when the CPU budget is used up, the running cell
-gets a ``CpuTimeLimitExceeded`` (a ``TimeoutError``) instead of the kernel dying silently.
+"cpu_grace_seconds": n, "proxy": {"port": p, "socket": path} | null}``. With ``-m`` the module runs
+in this interpreter (``runpy``) so the ``SIGXCPU`` handler installed here stays in force: when the
+CPU budget is used up, the running cell gets a ``CpuTimeLimitExceeded`` (a ``TimeoutError``) instead
+of the kernel dying silently. With ``proxy``, a forked child forwards ``127.0.0.1:port`` (the
+sandbox's own loopback) to the host's filtering proxy on the unix socket ``path``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import runpy
 import signal
+import socket
 import sys
+import threading
 from types import FrameType
 
 
@@ -50,11 +55,59 @@ def _install_cpu_handler(seconds: int, grace: int) -> None:
     signal.signal(signal.SIGXCPU, on_sigxcpu)
 
 
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while True:
+            chunk = source.recv(65536)
+            if not chunk:
+                break
+            sink.sendall(chunk)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+def _forward(client: socket.socket, target: str) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(target)
+    except OSError:
+        client.close()
+        upstream.close()
+        return
+    other = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+    other.start()
+    _pipe(client, upstream)
+    other.join()
+    client.close()
+    upstream.close()
+
+
+def _start_forwarder(port: int, target: str) -> None:
+    """Listen on 127.0.0.1:port now (no race with the kernel), serve from a forked child."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    if os.fork() != 0:
+        listener.close()
+        return
+    try:
+        while True:
+            client, _ = listener.accept()
+            threading.Thread(target=_forward, args=(client, target), daemon=True).start()
+    finally:
+        os._exit(0)
+
+
 def main(argv: list[str]) -> None:
     """Apply the config in ``argv[0]``, then run ``argv[1:]`` (``-m module ...`` or ``--exec ...``)."""
     config = json.loads(argv[0])
     command = argv[1:]
     _apply_rlimits(config.get("rlimits", {}))
+    if config.get("proxy"):
+        _start_forwarder(config["proxy"]["port"], config["proxy"]["socket"])
     if config.get("cpu_seconds"):
         _install_cpu_handler(config["cpu_seconds"], config.get("cpu_grace_seconds", 0))
     if len(command) >= 2 and command[0] == "-m":

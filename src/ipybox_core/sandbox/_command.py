@@ -36,12 +36,25 @@ _PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 _OPTIONS_WITH_VALUE = frozenset({"-X", "-W"})
 
 
-def sandbox_environment(env: Mapping[str, str], *, home: str, tmp: str, backend: str) -> dict[str, str]:
-    """The kernel's environment inside the sandbox: ``env`` without :data:`DROPPED_ENV`, own HOME/TMPDIR."""
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+_NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
+
+
+def sandbox_environment(
+    env: Mapping[str, str], *, home: str, tmp: str, backend: str, proxy_url: str | None = None
+) -> dict[str, str]:
+    """The kernel's environment inside the sandbox: ``env`` without :data:`DROPPED_ENV`, own HOME/TMPDIR.
+
+    With ``proxy_url`` (``allow_hosts``), every HTTP(S) proxy variable points to it.
+    """
     inside = {key: value for key, value in env.items() if key not in DROPPED_ENV}
     inside["HOME"] = home
     inside["TMPDIR"] = tmp
     inside["IPYBOX_SANDBOX"] = backend
+    if proxy_url is not None:
+        for name in _NO_PROXY_VARIABLES:
+            inside.pop(name, None)
+        inside.update(dict.fromkeys(_PROXY_VARIABLES, proxy_url))
     return inside
 
 
@@ -61,8 +74,16 @@ def rlimits(limits: ResourceLimits, *, process_limit: bool) -> dict[str, list[in
     return values
 
 
-def boot_command(spec: LaunchSpec, limits: ResourceLimits, *, process_limit: bool) -> list[str]:
+def boot_command(
+    spec: LaunchSpec,
+    limits: ResourceLimits,
+    *,
+    process_limit: bool,
+    proxy: tuple[int, str] | None = None,
+) -> list[str]:
     """``spec.argv`` run through the bootstrap (:mod:`._boot`), which applies ``limits`` first.
+
+    ``proxy`` (port, unix socket path) starts the in-sandbox forwarder to the host's filtering proxy.
 
     ``python [options] -m module ...`` runs the module in the same interpreter (so the CPU-budget
     handler stays installed); anything else is ``exec``-ed by this interpreter (:data:`sys.executable`).
@@ -72,6 +93,7 @@ def boot_command(spec: LaunchSpec, limits: ResourceLimits, *, process_limit: boo
             "rlimits": rlimits(limits, process_limit=process_limit),
             "cpu_seconds": limits.cpu_seconds,
             "cpu_grace_seconds": limits.cpu_grace_seconds,
+            "proxy": {"port": proxy[0], "socket": proxy[1]} if proxy else None,
         },
         separators=(",", ":"),
     )

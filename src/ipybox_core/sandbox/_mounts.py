@@ -73,8 +73,12 @@ class FilesystemPlan:
         bind = self.enclosing_bind(Path(os.path.normpath(path)))
         return bind is not None and bind.writable and self.is_visible(path)
 
-    def bwrap_args(self, deny_file: Path) -> list[str]:
-        """The bubblewrap options that build this file system (``deny_file``: an empty mode-000 file)."""
+    def bwrap_args(self, deny_file: Path, sockets: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+        """The bubblewrap options that build this file system.
+
+        ``deny_file`` is an empty mode-000 file (the mask of hidden files); ``sockets`` are host unix
+        sockets ``(source, path in /tmp)`` to show inside (a mount point cannot be removed).
+        """
         size = ["--size", str(self.tmp_size_bytes)] if self.tmp_size_bytes else []
         early = [bind for bind in self.binds if len(bind.path.parts) <= 2 and not _in_tmp(bind.path)]
         late = [bind for bind in self.binds if bind not in early]
@@ -95,6 +99,8 @@ class FilesystemPlan:
                 args += ["--perms", "0000", "--tmpfs", str(hidden.path)]
             else:
                 args += ["--ro-bind", str(deny_file), str(hidden.path)]
+        for socket_source, socket_target in sockets:
+            args += ["--ro-bind", str(socket_source), str(socket_target)]
         if self.home == SANDBOX_HOME:
             args += ["--perms", "0700", "--dir", str(SANDBOX_HOME)]
         args += ["--remount-ro", "/"]

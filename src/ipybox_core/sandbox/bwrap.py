@@ -27,8 +27,14 @@ from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
 from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
+from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox.policy import SandboxPolicy
 from ipybox_core.sandbox.probe import find_bwrap, probe_sandbox
+
+PROXY_PORT = 3128
+"""Port of the in-sandbox forwarder to the filtering proxy (``HTTP(S)_PROXY``), on the sandbox's loopback."""
+PROXY_SOCKET = Path("/tmp/.ipybox-proxy.sock")
+"""Where the host proxy's socket appears inside the sandbox (a mount point: it cannot be replaced)."""
 
 _LAUNCH_SCRIPT = """\
 options=$1; shift
@@ -79,7 +85,8 @@ class BwrapLauncher:
         self._deny_file = self._private / "denied"
         self._deny_file.touch(mode=0o000)
         os.chmod(self._deny_file, 0o000)
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self._private, True)
+        self._proxies: dict[Path, FilteringProxy] = {}
+        self._finalizer = weakref.finalize(self, _release, self._private, self._proxies)
 
     @property
     def interrupt_mode(self) -> InterruptMode:
@@ -106,14 +113,25 @@ class BwrapLauncher:
                 "set TMPDIR outside the workspace and the allowed paths"
             )
         cgroups = self._cgroups(spec.runtime_dir)
+        sockets: list[tuple[Path, Path]] = []
+        proxy: tuple[int, str] | None = None
+        if self.policy.allow_hosts:
+            sockets.append((self._proxy_socket(spec.runtime_dir), PROXY_SOCKET))
+            proxy = (PROXY_PORT, str(PROXY_SOCKET))
         options = [
             *self._namespace_options(),
-            *plan.bwrap_args(self._deny_file),
+            *plan.bwrap_args(self._deny_file, sockets),
             "--chdir",
             str(spec.cwd.absolute()),
             "--clearenv",
         ]
-        environment = sandbox_environment(spec.env, home=str(plan.home), tmp="/tmp", backend="bwrap")
+        environment = sandbox_environment(
+            spec.env,
+            home=str(plan.home),
+            tmp="/tmp",
+            backend="bwrap",
+            proxy_url=f"http://127.0.0.1:{PROXY_PORT}" if proxy else None,
+        )
         for key, value in environment.items():
             options += ["--setenv", key, value]
         options_file = self._write_options(spec.runtime_dir, options)
@@ -131,7 +149,7 @@ class BwrapLauncher:
             "--",
             # Inside the user namespace RLIMIT_NPROC counts the sandbox's processes only, but root
             # is exempt from it: as root the pids cgroup bounds the process count.
-            *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0),
+            *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0, proxy=proxy),
         ]
         return LaunchSpec(argv=argv, env={"PATH": os.defpath}, cwd=spec.cwd, runtime_dir=spec.runtime_dir)
 
@@ -154,6 +172,19 @@ class BwrapLauncher:
             options.append("--unshare-net")
         return options
 
+    def _proxy_socket(self, runtime_dir: Path) -> Path:
+        """The host socket of the kernel's filtering proxy (started once per runtime directory)."""
+        proxy = self._proxies.get(runtime_dir)
+        if proxy is None or not proxy.running:
+            proxy = FilteringProxy(
+                HostFilter(self.policy.allow_hosts),
+                unix_path=self._private / f"{_key(runtime_dir)}.proxy",
+                alive=runtime_dir.exists,
+            )
+            self._proxies[runtime_dir] = proxy
+        assert proxy.unix_path is not None
+        return proxy.unix_path
+
     def _cgroups(self, runtime_dir: Path) -> KernelCgroups:
         limits = self.policy.limits
         total = limits.effective_total_memory_mb
@@ -164,9 +195,19 @@ class BwrapLauncher:
         )
 
     def _write_options(self, runtime_dir: Path, options: list[str]) -> Path:
-        name = hashlib.sha256(str(runtime_dir.absolute()).encode()).hexdigest()[:16]
-        path = self._private / f"{name}.args"
+        path = self._private / f"{_key(runtime_dir)}.args"
         data = b"".join(option.encode() + b"\0" for option in options)
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             file.write(data)
         return path
+
+
+def _key(runtime_dir: Path) -> str:
+    return hashlib.sha256(str(runtime_dir.absolute()).encode()).hexdigest()[:16]
+
+
+def _release(private: Path, proxies: dict[Path, FilteringProxy]) -> None:
+    for proxy in proxies.values():
+        proxy.close()
+    proxies.clear()
+    shutil.rmtree(private, ignore_errors=True)

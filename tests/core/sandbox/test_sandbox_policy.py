@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from ipybox_core.errors import ConfigError
 from ipybox_core.sandbox import DEFAULT_HIDDEN_PATHS, ResourceLimits, SandboxPolicy, resolve_sandbox
+from ipybox_core.sandbox._proxy import HostFilter
 
 
 def test_defaults_deny_network_and_hide_secrets() -> None:
@@ -128,3 +129,21 @@ def test_resolve_sandbox(tmp_path: Path) -> None:
     assert resolve_sandbox(str(file)) == SandboxPolicy(allow_hosts=("pypi.org",))
     with pytest.raises(ConfigError, match="invalid sandbox setting"):
         resolve_sandbox(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("patterns", "host", "port", "allowed"),
+    [
+        (["pypi.org"], "pypi.org", 443, True),
+        (["pypi.org"], "PyPI.org.", 80, True),
+        (["pypi.org"], "pypi.org", 8080, False),
+        (["pypi.org"], "evil-pypi.org", 443, False),
+        (["*.github.com"], "api.github.com", 443, True),
+        (["*.github.com"], "github.com", 443, False),
+        (["pypi.org:8443"], "pypi.org", 8443, True),
+        (["pypi.org:8443"], "pypi.org", 443, False),
+        (["10.0.0.1:5000"], "10.0.0.1", 5000, True),
+    ],
+)
+def test_host_patterns(patterns: list[str], host: str, port: int, allowed: bool) -> None:
+    assert HostFilter(patterns).allows(host, port) is allowed
