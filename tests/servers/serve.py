@@ -29,7 +29,9 @@ def serve_http(name: str, port: int = 0) -> None:
     sse_app = mcp.sse_app(sse_path="/sse", message_path="/messages/")
     app = Starlette(routes=[*http_app.routes, *sse_app.routes], lifespan=http_app.router.lifespan_context)
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is TCP; with the
+    # default proto 0 the SSE transport suffers Nagle + delayed ACK (~40 ms per call).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections queue from now on, so the port is usable as soon as it is printed

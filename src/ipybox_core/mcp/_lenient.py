@@ -89,7 +89,7 @@ def repair_tool_listing(result: dict[str, Any], *, server: str, version: str) ->
         _warn(server, f"tools/list returned no list of tools ({type(tools).__name__}); treating it as empty")
         result["tools"] = []
         return
-    kept: list[dict[str, Any]] = []
+    repaired: list[dict[str, Any]] = []
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             _warn(server, f"tool #{index} of tools/list has no name; left out")
@@ -97,9 +97,21 @@ def repair_tool_listing(result: dict[str, Any], *, server: str, version: str) ->
         problem, notes = _repair_schemas(tool, version)
         for note in notes:
             _warn(server, f"tool {tool['name']!r}: {note}")
-        if problem is None:
-            envelope = {key: value for key, value in result.items() if key != "tools"}
-            problem = _drop_malformed_fields(tool, envelope, server=server, version=version)
+        if problem is not None:
+            _warn(server, f"tool {tool['name']!r} left out: {problem}")
+            continue
+        repaired.append(tool)
+    envelope = {key: value for key, value in result.items() if key != "tools"}
+    # one validation of the whole listing; only the tools it flags are looked at one by one
+    problems = _validation_problems({**envelope, "tools": repaired}, "tools/list", version) or []
+    flagged = {loc[1] for loc in problems if len(loc) > 1 and loc[0] == "tools" and isinstance(loc[1], int)}
+    kept: list[dict[str, Any]] = []
+    for index, tool in enumerate(repaired):
+        problem = (
+            _drop_malformed_fields(tool, envelope, server=server, version=version)
+            if index in flagged
+            else None
+        )
         if problem is not None:
             _warn(server, f"tool {tool['name']!r} left out: {problem}")
             continue
