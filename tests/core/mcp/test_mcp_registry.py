@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ipybox_core.errors import McpConnectionError, UnknownToolError
+from ipybox_core.errors import McpConnectionError, McpTimeout, UnknownToolError
 from ipybox_core.mcp import McpConnection, McpRegistry, parse_server_config
 from servers.processes import command_line, descendant_pids
 
@@ -105,3 +105,11 @@ async def test_protocol_modes(http_server_url: str, protocol: str) -> None:
         await registry.add("http", {"url": http_server_url, "protocol": protocol})
         result = await registry.call("http", "stats", {"values": [1, 2, 3]})
         assert result.structured == {"count": 3, "mean": 2.0, "minimum": 1.0, "maximum": 3.0}
+
+
+async def test_per_server_call_timeout_overrides_the_default(http_server_url: str) -> None:
+    async with McpRegistry(call_timeout=300) as registry:
+        await registry.add("quick", {"url": http_server_url, "call_timeout": 0.2})
+        with pytest.raises(McpTimeout, match=r"within 0\.2 s"):
+            await registry.call("quick", "sleep", {"seconds": 30})
+        assert (await registry.call("quick", "sleep", {"seconds": 0.01}, timeout=10)).text == "slept 0.01"
