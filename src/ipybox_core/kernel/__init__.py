@@ -1,0 +1,43 @@
+"""Stateful IPython kernels: start (optionally wrapped by a sandbox launcher), execute with a stream of
+typed events, timeouts, interrupts, death detection, bounded output, and a pool of warm kernels."""
+
+from __future__ import annotations
+
+from ipybox_core.kernel.config import KernelConfig
+from ipybox_core.kernel.deadline import Deadline
+from ipybox_core.kernel.events import (
+    ClearOutput,
+    DisplayData,
+    ExecutionError,
+    ExecutionFinished,
+    ExecutionStatus,
+    KernelEvent,
+    OutputTruncated,
+    StreamName,
+    StreamText,
+)
+from ipybox_core.kernel.kernel import Kernel
+from ipybox_core.kernel.launcher import InterruptMode, KernelLauncher, LaunchSpec
+from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
+from ipybox_core.kernel.pool import KernelPool
+
+__all__ = [
+    "ClearOutput",
+    "Deadline",
+    "DisplayData",
+    "ExecutionError",
+    "ExecutionFinished",
+    "ExecutionOutput",
+    "ExecutionStatus",
+    "InterruptMode",
+    "Kernel",
+    "KernelConfig",
+    "KernelEvent",
+    "KernelLauncher",
+    "KernelPool",
+    "LaunchSpec",
+    "OutputCollector",
+    "OutputTruncated",
+    "StreamName",
+    "StreamText",
+]

@@ -1,0 +1,62 @@
+"""ZMQ channels to one kernel incarnation (shell, iopub, control), signed with jupyter_client's Session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from jupyter_client.session import Session
+
+from ipybox_core.kernel._launch import ConnectionInfo
+
+Message = dict[str, Any]
+
+# zmq retries connecting every RECONNECT_IVL ms until the kernel has bound its sockets; the default
+# (100 ms) would add up to that much to every start.
+_RECONNECT_IVL_MS = 10
+
+
+class KernelChannels:
+    """The client side of a kernel's shell, iopub and control sockets."""
+
+    def __init__(self, connection: ConnectionInfo) -> None:
+        self.session = Session(key=connection.key.encode(), signature_scheme="hmac-sha256")
+        context = zmq.asyncio.Context.instance()
+        self.shell = self._connect(context, zmq.DEALER, connection.address("shell"))
+        self.iopub = self._connect(context, zmq.SUB, connection.address("iopub"))
+        self.control = self._connect(context, zmq.DEALER, connection.address("control"))
+        self.closed = False
+
+    @staticmethod
+    def _connect(context: zmq.asyncio.Context, kind: int, address: str) -> zmq.asyncio.Socket:
+        socket = context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.RECONNECT_IVL, _RECONNECT_IVL_MS)
+        if kind == zmq.SUB:
+            socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect(address)
+        return socket
+
+    def send(self, socket: zmq.asyncio.Socket, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a request; returns its msg_id (replies and outputs carry it as parent)."""
+        message = self.session.msg(msg_type, content)
+        self.session.send(socket, message)
+        return str(message["header"]["msg_id"])
+
+    async def receive(self, socket: zmq.asyncio.Socket, timeout: float) -> Message | None:
+        """The next message on ``socket``, or None if none arrives within ``timeout`` seconds."""
+        ready = int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN
+        if not ready and not await socket.poll(max(0, int(timeout * 1000))):
+            return None
+        frames = await socket.recv_multipart(copy=True)
+        _, parts = self.session.feed_identities(frames, copy=True)
+        message: Message = self.session.deserialize(parts, content=True, copy=True)
+        return message
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for socket in (self.shell, self.iopub, self.control):
+            socket.close(linger=0)

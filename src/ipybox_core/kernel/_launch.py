@@ -1,0 +1,206 @@
+"""Preparing a kernel launch: runtime directory, connection file, bootstrap file, argv, environment."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ipybox_core.errors import ConfigError
+from ipybox_core.kernel.config import KernelConfig
+
+MPL_INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+# Longest unix socket path: sun_path is 108 bytes on Linux, 104 on macOS (with the trailing NUL).
+_SUN_PATH_MAX = 103 if sys.platform == "darwin" else 107
+# The socket suffix after the kernel's socket base ("-5"); the tool server's "tools.sock" is shorter
+# than the base name "kernel-xxxxxx".
+_SOCKET_NAME_ROOM = 2
+_CHANNEL_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+_HOST_VARIABLES = ("HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+_BOOTSTRAP_SOURCE = Path(__file__).with_name("_kernel_bootstrap.py")
+
+
+@dataclass(frozen=True)
+class KernelFiles:
+    """The files one kernel keeps in its runtime directory; names are unique to the kernel so that
+    several kernels (and the tool server's socket) can share a directory."""
+
+    runtime_dir: Path
+    owns_dir: bool
+    """The kernel created the directory (and removes all of it at shutdown)."""
+    name: str
+
+    @property
+    def connection_file(self) -> Path:
+        return self.runtime_dir / f"{self.name}.json"
+
+    @property
+    def socket_base(self) -> str:
+        return str(self.runtime_dir / self.name)
+
+    @property
+    def log(self) -> Path:
+        return self.runtime_dir / f"{self.name}.log"
+
+    @property
+    def bootstrap(self) -> Path:
+        return self.runtime_dir / f"{self.name}_bootstrap.py"
+
+    @property
+    def ipython_dir(self) -> Path:
+        return self.runtime_dir / f"{self.name}_ipython"
+
+    def sockets(self) -> list[Path]:
+        return [Path(f"{self.socket_base}-{port}") for port in _CHANNEL_PORTS.values()]
+
+    def remove(self) -> None:
+        """Delete the directory if the kernel created it, else only the kernel's own files."""
+        if self.owns_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+            return
+        for path in (self.connection_file, self.log, self.bootstrap, *self.sockets()):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        shutil.rmtree(self.ipython_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """Where and how to talk to one kernel incarnation (ipc transport)."""
+
+    ip: str
+    """Absolute path prefix of the ipc sockets (``<runtime dir>/kernel-<id>``, then ``-1`` .. ``-5``)."""
+    key: str
+
+    def address(self, channel: str) -> str:
+        return f"ipc://{self.ip}-{_CHANNEL_PORTS[channel + '_port']}"
+
+
+def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
+    """Use ``runtime_dir`` as is, or create a private (0700) one; check socket path lengths."""
+    name = f"kernel-{secrets.token_hex(3)}"
+    if runtime_dir is not None:
+        path = runtime_dir.absolute()
+        if not path.is_dir():
+            raise ConfigError(f"the kernel runtime directory {path} does not exist")
+        files = KernelFiles(path, owns_dir=False, name=name)
+    else:
+        parent = Path(tempfile.gettempdir())
+        if len(str(parent)) > 40 and Path("/tmp").is_dir():
+            parent = Path("/tmp")
+        try:
+            path = Path(tempfile.mkdtemp(prefix="ipybox-", dir=parent))
+        except OSError as exc:
+            raise ConfigError(f"cannot create a kernel runtime directory in {parent}: {exc}") from None
+        path.chmod(0o700)
+        files = KernelFiles(path, owns_dir=True, name=name)
+    if len(os.fsencode(files.socket_base)) + _SOCKET_NAME_ROOM > _SUN_PATH_MAX:
+        files.remove()
+        raise ConfigError(
+            f"the kernel runtime directory {path} is too long for unix socket paths "
+            f"(limit {_SUN_PATH_MAX} bytes); use a short one such as /tmp/<name>"
+        )
+    return files
+
+
+def write_connection_file(files: KernelFiles) -> ConnectionInfo:
+    """Write a fresh connection file (new key) and remove sockets a dead kernel left behind."""
+    ip = files.socket_base
+    for socket in files.sockets():
+        with contextlib.suppress(FileNotFoundError):
+            socket.unlink()
+    info = ConnectionInfo(ip=ip, key=secrets.token_hex(32))
+    content = {
+        **_CHANNEL_PORTS,
+        "ip": ip,
+        "transport": "ipc",
+        "key": info.key,
+        "signature_scheme": "hmac-sha256",
+        "kernel_name": "",
+    }
+    fd = os.open(files.connection_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump(content, file)
+    return info
+
+
+def write_bootstrap(files: KernelFiles, config: KernelConfig, cwd: Path) -> Path:
+    """The kernel-side start-up file, parameterised for ``config``.
+
+    It runs in the user namespace, so it only defines and deletes one function, which executes the
+    bootstrap module's source in a namespace of its own.
+    """
+    arguments = {
+        "workspace": str(cwd) if config.reset_cwd else None,
+        "shell_approval": config.shell_approval,
+        "output_limit": config.output_limit,
+    }
+    path = files.bootstrap
+    path.write_text(
+        "def __ipybox_bootstrap__():\n"
+        "    namespace = {'__name__': 'ipybox_kernel_bootstrap'}\n"
+        f"    exec(compile({_BOOTSTRAP_SOURCE.read_text()!r}, {str(path)!r}, 'exec'), namespace)\n"
+        f"    namespace['bootstrap'](**{arguments!r})\n"
+        "__ipybox_bootstrap__()\n"
+        "del __ipybox_bootstrap__\n"
+    )
+    return path
+
+
+def kernel_argv(config: KernelConfig, connection_file: Path, bootstrap: Path) -> list[str]:
+    return [
+        config.python,
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        str(connection_file),
+        # no sqlite history: faster start, nothing shared between kernels, works on read-only HOME
+        "--HistoryManager.enabled=False",
+        "--InteractiveShell.colors=nocolor",
+        f"--IPKernelApp.exec_files={bootstrap}",
+        *config.kernel_args,
+    ]
+
+
+def kernel_environment(
+    config: KernelConfig,
+    files: KernelFiles,
+    *,
+    overrides: Mapping[str, str],
+    extra_python_path: Sequence[Path],
+) -> dict[str, str]:
+    """The kernel's complete environment: a few host variables it needs, then the caller's."""
+    host = os.environ
+    path = host.get("PATH", os.defpath)
+    python_bin = os.path.dirname(config.python)
+    if python_bin and python_bin not in path.split(os.pathsep):
+        path = python_bin + os.pathsep + path
+    env = {"PATH": path}
+    env.update({name: host[name] for name in _HOST_VARIABLES if name in host})
+    env.setdefault("LANG", "C.UTF-8")
+    env["MPLBACKEND"] = MPL_INLINE_BACKEND
+    env["IPYTHONDIR"] = str(files.ipython_dir)
+    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    env["IPYBOX_RUNTIME_DIR"] = str(files.runtime_dir)
+    env.update(config.env)
+    env.update(overrides)
+    python_path = [str(Path(p).absolute()) for p in (*extra_python_path, *config.python_path)]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(python_path))
+    if config.launcher is None:
+        # ipykernel exits when this process goes away (it polls its parent pid).
+        env["JPY_PARENT_PID"] = str(os.getpid())
+    else:
+        # Inside a PID namespace the parent pid never matches: the kernel would kill itself.
+        env.pop("JPY_PARENT_PID", None)
+    return env

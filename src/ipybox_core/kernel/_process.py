@@ -1,0 +1,176 @@
+"""The kernel's OS process: launch in its own session, liveness without reaping, killing the tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class _ProcStat:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    start_time: int
+
+
+class KernelProcess:
+    """A launched kernel (or the sandbox wrapper around it), started in a new session.
+
+    The process is never reaped before :meth:`kill` ran, so its pid, process group and session ids
+    cannot be reused by unrelated processes while ipybox still signals them.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+    ) -> None:
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            self._popen = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self.pid = self._popen.pid
+        self._exit_code: int | None = None
+        self._killed = False
+
+    def exit_code(self) -> int | None:
+        """The exit code once the process ended (negative: killed by that signal), else None."""
+        if self._exit_code is not None:
+            return self._exit_code
+        if self._killed:
+            return self._popen.returncode
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self._popen.poll()
+        except AttributeError:  # pragma: no cover - platforms without waitid
+            return self._popen.poll()
+        if info is None:
+            return None
+        if info.si_code == os.CLD_EXITED:
+            self._exit_code = info.si_status
+        else:
+            self._exit_code = -info.si_status
+        return self._exit_code
+
+    @property
+    def alive(self) -> bool:
+        return self.exit_code() is None
+
+    def interrupt_group(self) -> None:
+        """Send SIGINT to the kernel's process group (what Ctrl-C in a terminal does)."""
+        if self.exit_code() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGINT)
+
+    def descendants(self) -> list[_ProcStat]:
+        """The processes started by the kernel, directly or not (Linux; empty elsewhere)."""
+        table = _process_table()
+        children: dict[int, list[_ProcStat]] = {}
+        for stat in table:
+            children.setdefault(stat.ppid, []).append(stat)
+        found: list[_ProcStat] = []
+        stack = [self.pid]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                found.append(child)
+                stack.append(child.pid)
+        return found
+
+    def kill_descendants(self) -> None:
+        """SIGKILL every process the kernel started (its group, its session, its descendants)."""
+        for stat in self._victims(()):
+            if stat.pid != self.pid and _same_process(stat):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(stat.pid, signal.SIGKILL)
+
+    def _victims(self, known_descendants: Sequence[_ProcStat]) -> list[_ProcStat]:
+        victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants())}
+        for stat in _process_table():
+            if stat.pgid == self.pid or stat.sid == self.pid:
+                victims.setdefault(stat.pid, stat)
+        return list(victims.values())
+
+    def kill(self, known_descendants: Sequence[_ProcStat] = ()) -> int | None:
+        """SIGKILL the kernel, its process group, its session and its descendants; then reap it.
+
+        ``known_descendants`` (from :meth:`descendants`, taken while the kernel still ran) catches
+        children that left the session and were re-parented when the kernel exited.
+        Returns the exit code. Synchronous and safe to call more than once.
+        """
+        if self._killed:
+            return self._popen.returncode
+        victims = self._victims(known_descendants)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        for stat in victims:
+            if stat.pid != self.pid and _same_process(stat):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(stat.pid, signal.SIGKILL)
+        if self.exit_code() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.kill()
+        self._killed = True
+        with contextlib.suppress(subprocess.TimeoutExpired):  # stuck in uninterruptible sleep
+            self._popen.wait(timeout=10)
+        if self._exit_code is None:
+            self._exit_code = self._popen.returncode
+        return self._exit_code
+
+
+def _process_table() -> list[_ProcStat]:
+    if not sys.platform.startswith("linux"):
+        return []
+    table: list[_ProcStat] = []
+    for entry in os.scandir(_PROC):
+        if entry.name.isdigit():
+            stat = _read_stat(int(entry.name))
+            if stat is not None:
+                table.append(stat)
+    return table
+
+
+def _read_stat(pid: int) -> _ProcStat | None:
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces or parentheses itself.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return _ProcStat(
+            pid=pid,
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            sid=int(fields[3]),
+            start_time=int(fields[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def _same_process(stat: _ProcStat) -> bool:
+    """Whether ``stat.pid`` still names the process seen earlier (pids get reused)."""
+    current = _read_stat(stat.pid)
+    return current is not None and current.start_time == stat.start_time

@@ -1,0 +1,627 @@
+"""A stateful IPython kernel: start, execute with streamed events, interrupt, restart, shut down."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+import weakref
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+import ipybox_core
+from ipybox_core.errors import (
+    ConfigError,
+    ExecutionTimeout,
+    ExecutorBusy,
+    ExecutorClosed,
+    KernelDied,
+    KernelError,
+    KernelStartError,
+)
+from ipybox_core.kernel._channels import KernelChannels
+from ipybox_core.kernel._iopub import display_event, error_event, stream_name
+from ipybox_core.kernel._launch import (
+    KernelFiles,
+    kernel_argv,
+    kernel_environment,
+    prepare_runtime_dir,
+    write_bootstrap,
+    write_connection_file,
+)
+from ipybox_core.kernel._process import KernelProcess, _ProcStat
+from ipybox_core.kernel._stream_limit import StreamLimiter
+from ipybox_core.kernel._text import strip_ansi
+from ipybox_core.kernel._traceback import hidden_path_prefixes
+from ipybox_core.kernel.config import KernelConfig
+from ipybox_core.kernel.deadline import Deadline, as_deadline
+from ipybox_core.kernel.events import ExecutionFinished, KernelEvent, OutputTruncated
+from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
+from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
+
+logger = logging.getLogger(__name__)
+
+_PACKAGE_DIR = Path(ipybox_core.__file__).parent
+# How often a waiting execution checks the deadline and whether the kernel process still lives.
+_POLL_INTERVAL = 0.1
+_LOG_TAIL_CHARS = 3000
+_EXIT_CODE = (
+    "(lambda shell, gc, os: (shell.reset(new_session=False), gc.collect(), os._exit(0)))"
+    "(get_ipython(), __import__('gc'), __import__('os'))"
+)
+
+
+@dataclass(eq=False)
+class _Incarnation:
+    """One kernel process and the channels to it; a restart creates a new incarnation."""
+
+    process: KernelProcess
+    channels: KernelChannels
+    generation: int
+    in_use: bool = False
+    """An execution is reading from the channels (they must not be closed under it)."""
+    retired: bool = False
+    """Replaced or shut down; the execution using it closes the channels when it ends."""
+    known_descendants: list[_ProcStat] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Resources:
+    """What must be released even if the Kernel object is dropped without shutdown()."""
+
+    files: KernelFiles | None = None
+    incarnation: _Incarnation | None = None
+
+
+def _discard(incarnation: _Incarnation) -> None:
+    incarnation.process.kill(incarnation.known_descendants)
+    incarnation.retired = True
+    if not incarnation.in_use:
+        incarnation.channels.close()
+
+
+def _release(resources: _Resources) -> None:
+    """Kill the kernel and everything it started, remove the runtime directory. Synchronous."""
+    incarnation, resources.incarnation = resources.incarnation, None
+    if incarnation is not None:
+        _discard(incarnation)
+    files, resources.files = resources.files, None
+    if files is not None:
+        files.remove()
+
+
+class Kernel:
+    """A stateful IPython kernel in its own process (ipc transport, private runtime directory).
+
+    Start it with ``kernel = await Kernel.start(config)`` or ``async with Kernel(config) as kernel``
+    (also ``async with await Kernel.start(config)``); an unstarted kernel starts on first use.
+    Always end it with :meth:`shutdown` (the ``async with`` block does): that kills the kernel and
+    every process it started and removes the runtime directory. As a last resort this also happens
+    when the object is garbage collected or the interpreter exits.
+
+    One execution runs at a time; starting a second while one runs raises
+    :class:`~ipybox_core.errors.ExecutorBusy`.
+    """
+
+    def __init__(self, config: KernelConfig | None = None) -> None:
+        self.config = config or KernelConfig()
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, _release, self._resources)
+        self._lifecycle = asyncio.Lock()
+        self._generation = 0
+        self._busy = False
+        self._started = False
+        self._closed = False
+        self._cwd = Path()
+        self._hidden_prefixes: tuple[str, ...] = ()
+        self._env_overrides: dict[str, str] = {}
+        self._extra_python_path: list[Path] = []
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    @classmethod
+    async def start(cls, config: KernelConfig | None = None) -> Kernel:
+        """Start a kernel and wait until it is ready to execute code.
+
+        Raises :class:`~ipybox_core.errors.KernelStartError` (with the kernel's log) if it does not
+        come up within ``config.startup_timeout``.
+        """
+        kernel = cls(config)
+        await kernel._boot()
+        return kernel
+
+    async def __aenter__(self) -> Kernel:
+        await self._boot()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def _boot(self) -> None:
+        self._check_open()
+        if self._started:
+            return
+        async with self._lifecycle:
+            if self._started:
+                return
+            cwd = (self.config.cwd or Path.cwd()).absolute()
+            if not cwd.is_dir():
+                raise ConfigError(f"the kernel's working directory {cwd} does not exist")
+            self._cwd = cwd
+            files = prepare_runtime_dir(self.config.runtime_dir)
+            self._resources.files = files
+            home = self.config.env.get("HOME", os.environ.get("HOME"))
+            self._hidden_prefixes = hidden_path_prefixes(
+                [_PACKAGE_DIR, files.bootstrap.parent, *self.config.hidden_frame_paths], home
+            )
+            try:
+                await self._launch()
+            except BaseException:
+                self._closed = True
+                self._finalizer()
+                raise
+            self._started = True
+
+    async def _launch(self) -> _Incarnation:
+        """Start a kernel process in the runtime directory and wait until it is ready."""
+        files = self._files
+        connection = write_connection_file(files)
+        bootstrap = write_bootstrap(files, self.config, self._cwd)
+        env = kernel_environment(
+            self.config,
+            files,
+            overrides=self._env_overrides,
+            extra_python_path=self._extra_python_path,
+        )
+        spec = LaunchSpec(
+            argv=kernel_argv(self.config, files.connection_file, bootstrap),
+            env=env,
+            cwd=self._cwd,
+            runtime_dir=files.runtime_dir,
+        )
+        if self.config.launcher is not None:
+            spec = self.config.launcher.wrap(spec)
+            spec = LaunchSpec(
+                argv=spec.argv,
+                env={k: v for k, v in spec.env.items() if k != "JPY_PARENT_PID"},
+                cwd=spec.cwd,
+                runtime_dir=spec.runtime_dir,
+            )
+        try:
+            process = KernelProcess(spec.argv, env=spec.env, cwd=spec.cwd, log_path=self.log_path)
+        except OSError as exc:
+            raise KernelStartError(f"cannot launch the kernel ({spec.argv[0]}): {exc}") from exc
+        self._generation += 1
+        incarnation = _Incarnation(process, KernelChannels(connection), self._generation)
+        self._resources.incarnation = incarnation
+        try:
+            await self._wait_ready(incarnation)
+        except BaseException:
+            self._resources.incarnation = None
+            _discard(incarnation)
+            raise
+        return incarnation
+
+    async def _wait_ready(self, incarnation: _Incarnation) -> None:
+        """Wait for a kernel_info reply on shell and for the iopub subscription to be live."""
+        timeout = self.config.startup_timeout
+        channels = incarnation.channels
+        poller = zmq.asyncio.Poller()
+        poller.register(channels.shell, zmq.POLLIN)
+        poller.register(channels.iopub, zmq.POLLIN)
+        started = last_request = time.monotonic()
+        channels.send(channels.shell, "kernel_info_request", {})
+        replied = subscribed = False
+        while not (replied and subscribed):
+            ready = dict(await poller.poll(50))
+            if channels.shell in ready:
+                reply = await channels.receive(channels.shell, 0)
+                replied = replied or (reply is not None and reply["msg_type"] == "kernel_info_reply")
+            if channels.iopub in ready:
+                subscribed = subscribed or await channels.receive(channels.iopub, 0) is not None
+            if ready:
+                continue
+            exit_code = incarnation.process.exit_code()
+            if exit_code is not None:
+                raise KernelStartError(
+                    f"the kernel exited during start-up ({_describe_exit(exit_code)})"
+                    + self._log_tail_section()
+                )
+            now = time.monotonic()
+            if now - started > timeout:
+                raise KernelStartError(
+                    f"the kernel did not become ready within {timeout:g} s" + self._log_tail_section()
+                )
+            if replied and now - last_request > 0.5:
+                # iopub subscriptions are not acknowledged by old kernels: provoke status messages
+                channels.send(channels.shell, "kernel_info_request", {})
+                last_request = now
+
+    async def _ensure_running(self) -> _Incarnation:
+        await self._boot()
+        incarnation = self._resources.incarnation
+        if incarnation is not None and incarnation.process.alive:
+            return incarnation
+        async with self._lifecycle:
+            self._check_open()
+            incarnation = self._resources.incarnation
+            if incarnation is not None and incarnation.process.alive:
+                return incarnation
+            if incarnation is not None:
+                logger.warning("the kernel died while idle; starting a fresh one (state is lost)")
+                self._resources.incarnation = None
+                _discard(incarnation)
+            return await self._launch()
+
+    async def restart(self) -> None:
+        """Replace the kernel process with a fresh one: all state is lost, the runtime directory kept.
+
+        An execution running at that moment ends with :class:`~ipybox_core.errors.KernelError`.
+        """
+        await self._boot()
+        async with self._lifecycle:
+            self._check_open()
+            incarnation, self._resources.incarnation = self._resources.incarnation, None
+            if incarnation is not None:
+                _discard(incarnation)
+            await self._launch()
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Stop the kernel and every process it started; remove the runtime directory.
+
+        An idle kernel first gets ``config.shutdown_grace`` seconds to exit cleanly (so that files
+        the code left open are flushed); ``now=True`` or a busy kernel is killed right away.
+        Idempotent; cancelling it still kills everything.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        incarnation = self._resources.incarnation
+        try:
+            if incarnation is not None and not now and not self._busy and incarnation.process.alive:
+                await self._stop_politely(incarnation)
+        finally:
+            self._finalizer()
+
+    async def _stop_politely(self, incarnation: _Incarnation) -> None:
+        # Children first: they may hold the kernel's output pipes open.
+        incarnation.process.kill_descendants()
+        channels = incarnation.channels
+        # Not a shutdown_request: ipykernel 7's shutdown sometimes deadlocks (the control thread
+        # flushes into the already stopped iopub thread). Dropping the user namespace finalises
+        # the code's objects (open files get flushed), then the process ends.
+        channels.send(
+            channels.shell,
+            "execute_request",
+            {"code": _EXIT_CODE, "silent": True, "store_history": False, "allow_stdin": False},
+        )
+        deadline = time.monotonic() + self.config.shutdown_grace
+        while incarnation.process.alive and time.monotonic() < deadline:  # noqa: ASYNC110 - polls a pid
+            await asyncio.sleep(0.02)
+
+    # --- state ------------------------------------------------------------------------------------
+
+    @property
+    def _files(self) -> KernelFiles:
+        if self._resources.files is None:
+            raise KernelError("the kernel is shut down" if self._closed else "the kernel is not started")
+        return self._resources.files
+
+    @property
+    def runtime_dir(self) -> Path:
+        """The kernel's runtime directory (connection file, ipc sockets, log), mode 0700.
+
+        A private directory removed at shutdown, or ``config.runtime_dir`` if given (kept).
+        """
+        return self._files.runtime_dir
+
+    @property
+    def log_path(self) -> Path:
+        """The kernel process's stdout and stderr (rewritten on every restart)."""
+        return self._files.log
+
+    @property
+    def is_alive(self) -> bool:
+        """Whether the kernel process is running."""
+        incarnation = self._resources.incarnation
+        return incarnation is not None and not self._closed and incarnation.process.alive
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the kernel (or of the launcher's wrapper around it)."""
+        incarnation = self._resources.incarnation
+        return incarnation.process.pid if incarnation is not None else None
+
+    @property
+    def generation(self) -> int:
+        """How many kernel processes were started so far (1 after start; +1 per restart or revival)."""
+        return self._generation
+
+    @property
+    def interrupt_mode(self) -> InterruptMode:
+        return self.config.effective_interrupt_mode
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorClosed("the kernel was shut down")
+
+    # --- execution --------------------------------------------------------------------------------
+
+    async def run(
+        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
+    ) -> ExecutionOutput:
+        """Execute ``code`` and collect everything into an :class:`ExecutionOutput`.
+
+        An exception raised by the code is in ``output.error`` (not raised). Raises
+        :class:`~ipybox_core.errors.ExecutionTimeout` and :class:`~ipybox_core.errors.KernelDied`
+        like :meth:`execute`.
+        """
+        collector = OutputCollector(self.config.output_limit)
+        async with aclosing(self.execute(code, timeout, silent=silent)) as events:
+            async for event in events:
+                collector.add(event)
+        return collector.output()
+
+    async def execute(
+        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
+    ) -> AsyncGenerator[KernelEvent, None]:
+        """Run ``code`` and yield its events as they happen; the last one is :class:`ExecutionFinished`.
+
+        ``timeout`` (seconds, or a pausable :class:`Deadline`): when it runs out the code is
+        interrupted and :class:`~ipybox_core.errors.ExecutionTimeout` raised once the kernel is idle
+        again (state kept). A kernel that ignores the interrupt for ``config.interrupt_grace``
+        seconds is restarted (state lost; the error says so). If the kernel process dies,
+        :class:`~ipybox_core.errors.KernelDied` is raised within about a second and the next
+        execution starts a fresh kernel.
+
+        Stream text beyond ``config.output_limit`` characters is held back; at the end come an
+        :class:`OutputTruncated` event and the last ``output_limit // 2`` characters. Stopping the
+        iteration early interrupts the code.
+
+        ``silent=True`` is for bookkeeping code: no result value, no history entry, the execution
+        count stays; printed text and errors still arrive.
+        """
+        self._check_open()
+        await self._wait_until_not_busy()
+        self._busy = True
+        deadline = as_deadline(timeout)
+        incarnation: _Incarnation | None = None
+        ended = False
+        try:
+            incarnation = await self._ensure_running()
+            incarnation.in_use = True
+            channels = incarnation.channels
+            started = time.monotonic()
+            msg_id = channels.send(
+                channels.shell,
+                "execute_request",
+                {
+                    "code": code,
+                    "silent": silent,
+                    "store_history": not silent,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": False,
+                },
+            )
+            limiter = StreamLimiter(self.config.output_limit)
+            interrupted_at: float | None = None
+            while True:
+                if deadline is not None and interrupted_at is None and deadline.expired:
+                    self._send_interrupt(incarnation)
+                    interrupted_at = time.monotonic()
+                grace = self.config.interrupt_grace
+                if interrupted_at is not None and time.monotonic() - interrupted_at > grace:
+                    assert deadline is not None
+                    ended = True
+                    self._end_execution(incarnation, abandoned=False)
+                    raise await self._timeout_by_restart(deadline)
+                wait = _POLL_INTERVAL
+                if deadline is not None and interrupted_at is None:
+                    wait = min(wait, deadline.remaining())
+                message = await channels.receive(channels.iopub, wait)
+                if message is None:
+                    self._check_incarnation(incarnation)
+                    continue
+                if message["parent_header"].get("msg_id") != msg_id:
+                    continue
+                msg_type, content = message["msg_type"], message["content"]
+                if msg_type == "status":
+                    if content.get("execution_state") == "idle":
+                        break
+                elif msg_type == "stream":
+                    chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
+                    if chunk is not None:
+                        yield chunk
+                elif msg_type == "error":
+                    if interrupted_at is None:  # an interrupt of ours is reported as a timeout
+                        yield error_event(content, self._hidden_prefixes)
+                else:
+                    display = display_event(msg_type, content, self.config.output_limit)
+                    if isinstance(display, OutputTruncated):
+                        for event in limiter.upstream_truncation(display.omitted_chars):
+                            yield event
+                    elif display is not None:
+                        yield display
+            reply = await self._receive_reply(incarnation, msg_id)
+            for event in limiter.finish():
+                yield event
+            status = reply.get("status", "error")
+            ended = True
+            self._end_execution(incarnation, abandoned=False)
+            if interrupted_at is not None:  # even if the code swallowed the KeyboardInterrupt
+                assert deadline is not None
+                raise ExecutionTimeout(
+                    f"the code ran longer than its {deadline.seconds:g} s timeout and was interrupted; "
+                    "the kernel's state is kept",
+                    timeout=deadline.seconds,
+                )
+            yield ExecutionFinished(
+                status=status if status in ("ok", "error", "aborted") else "error",
+                execution_count=reply.get("execution_count"),
+                duration=time.monotonic() - started,
+            )
+        finally:
+            if not ended:
+                self._end_execution(incarnation, abandoned=True)
+
+    async def _wait_until_not_busy(self) -> None:
+        # An iterator abandoned without aclose() is finalised by the event loop a moment later.
+        for _ in range(5):
+            if not self._busy:
+                return
+            await asyncio.sleep(0)
+        raise ExecutorBusy("the kernel is already running an execution")
+
+    def _end_execution(self, incarnation: _Incarnation | None, *, abandoned: bool) -> None:
+        self._busy = False
+        if incarnation is None:
+            return
+        incarnation.in_use = False
+        if incarnation.retired:
+            incarnation.channels.close()
+        elif abandoned and incarnation.process.alive:
+            # The consumer stopped listening (break, cancellation): stop the code too.
+            self._send_interrupt(incarnation)
+
+    async def _receive_reply(self, incarnation: _Incarnation, msg_id: str) -> dict[str, Any]:
+        channels = incarnation.channels
+        while True:
+            message = await channels.receive(channels.shell, _POLL_INTERVAL)
+            if message is None:
+                self._check_incarnation(incarnation)
+            elif message["parent_header"].get("msg_id") == msg_id:
+                return dict(message["content"])
+
+    def _check_incarnation(self, incarnation: _Incarnation) -> None:
+        """Raise if the kernel serving an execution was replaced or died."""
+        if incarnation.retired or incarnation.generation != self._generation:
+            raise KernelError("the kernel was restarted or shut down while the code was running")
+        exit_code = incarnation.process.exit_code()
+        if exit_code is None:
+            return
+        if self._resources.incarnation is incarnation:
+            self._resources.incarnation = None
+        tail = self._log_tail_section()
+        _discard(incarnation)
+        raise KernelDied(
+            f"the kernel died while running the code ({_describe_exit(exit_code)}); all its state is "
+            "lost and the next execution starts a fresh kernel" + tail,
+            exit_code=exit_code,
+        )
+
+    async def _timeout_by_restart(self, deadline: Deadline) -> ExecutionTimeout:
+        grace = self.config.interrupt_grace
+        message = (
+            f"the code ran longer than its {deadline.seconds:g} s timeout and did not react to an "
+            f"interrupt within {grace:g} s (stuck in native code?); the kernel was restarted and all "
+            "its state is lost"
+        )
+        try:
+            await self.restart()
+        except KernelStartError as exc:
+            message += f" (the restart failed: {exc})"
+        return ExecutionTimeout(message, timeout=deadline.seconds)
+
+    # --- control ----------------------------------------------------------------------------------
+
+    async def interrupt(self) -> None:
+        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle."""
+        self._check_open()
+        incarnation = self._resources.incarnation
+        if incarnation is not None and incarnation.process.alive:
+            self._send_interrupt(incarnation)
+
+    def _send_interrupt(self, incarnation: _Incarnation) -> None:
+        if self.interrupt_mode == "message":
+            channels = incarnation.channels
+            if not channels.closed:
+                channels.send(channels.control, "interrupt_request", {})
+        else:
+            incarnation.process.interrupt_group()
+
+    async def update_environment(
+        self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()
+    ) -> None:
+        """Set environment variables and prepend ``sys.path`` entries in the running kernel.
+
+        They are remembered and applied to every later restart too (e.g. the tool server's
+        address, which is only known once :attr:`runtime_dir` exists).
+        """
+        env = dict(env or {})
+        paths = [str(Path(p).absolute()) for p in python_path]
+        self._env_overrides.update(env)
+        self._extra_python_path.extend(Path(p) for p in paths if Path(p) not in self._extra_python_path)
+        code = (
+            f"__import__('os').environ.update({env!r})\n"
+            f"__import__('sys').path[:0] = [p for p in {paths!r} if p not in __import__('sys').path]\n"
+        )
+        await self._run_silently(code)
+
+    async def _run_silently(self, code: str) -> None:
+        output = await self.run(code, silent=True)
+        if output.error is not None:
+            raise KernelError(f"kernel bookkeeping failed: {output.error}")
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _log_tail_section(self) -> str:
+        files = self._resources.files
+        tail = _log_tail(files.log) if files is not None else ""
+        return f"\n--- kernel log (last lines) ---\n{tail}" if tail else ""
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("alive" if self.is_alive else "not running")
+        return f"<Kernel pid={self.pid} {state}>"
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - _LOG_TAIL_CHARS))
+            raw = log.read()
+    except OSError:
+        return ""
+    text = strip_ansi(raw.decode("utf-8", "replace")).strip()
+    if size > _LOG_TAIL_CHARS and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text
+
+
+def _describe_exit(exit_code: int) -> str:
+    if exit_code >= 0:
+        if exit_code > 128 and exit_code - 128 in signal.valid_signals():
+            # a wrapper (shell, sandbox) reports its child's signal as 128 + signum
+            return f"exit code {exit_code}: {_signal_text(exit_code - 128)}"
+        return f"exit code {exit_code}"
+    return f"exit code {exit_code}: {_signal_text(-exit_code)}"
+
+
+def _signal_text(signum: int) -> str:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"killed by signal {signum}"
+    hints = {
+        "SIGKILL": " (killed, e.g. by the out-of-memory killer or a resource limit)",
+        "SIGSEGV": " (segmentation fault in native code)",
+        "SIGABRT": " (aborted)",
+        "SIGXCPU": " (CPU time limit exceeded)",
+    }
+    return f"killed by {name}{hints.get(name, '')}"

@@ -1,0 +1,115 @@
+"""Timeouts, interrupts and restarts, in both interrupt modes (signal and control-channel message)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from ipybox_core.errors import ExecutionTimeout
+from ipybox_core.kernel import (
+    Deadline,
+    ExecutionError,
+    ExecutionFinished,
+    Kernel,
+    KernelConfig,
+    StreamText,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["signal", "message"])
+async def kernel(request: pytest.FixtureRequest) -> AsyncIterator[Kernel]:
+    config = KernelConfig(interrupt_mode=request.param, interrupt_grace=1.0)
+    async with Kernel(config) as kernel:
+        assert kernel.interrupt_mode == request.param
+        yield kernel
+
+
+async def test_timeout_interrupts_an_infinite_loop_and_keeps_state(kernel: Kernel) -> None:
+    await kernel.run("kept = 'state'")
+    with pytest.raises(ExecutionTimeout) as raised:
+        await kernel.run("while True: pass", timeout=0.5)
+    assert raised.value.timeout == 0.5
+    assert "state is kept" in str(raised.value)
+    assert (await kernel.run("kept")).text == "'state'\n"
+
+
+async def test_timeout_yields_output_produced_before_it(kernel: Kernel) -> None:
+    events: list[object] = []
+
+    async def consume() -> None:
+        async for event in kernel.execute("print('before', flush=True)\nwhile True: pass", timeout=0.5):
+            events.append(event)
+
+    with pytest.raises(ExecutionTimeout):
+        await consume()
+    assert events == [StreamText("stdout", "before\n")], "the interrupt is reported as the timeout only"
+
+
+async def test_timeout_interrupts_a_shell_command(kernel: Kernel) -> None:
+    with pytest.raises(ExecutionTimeout):
+        await kernel.run("!sleep 60", timeout=0.5)
+    assert (await kernel.run("'after'")).text == "'after'\n"
+
+
+async def test_paused_deadline_does_not_expire(kernel: Kernel) -> None:
+    deadline = Deadline(0.2)
+    deadline.pause()  # e.g. while a human decides about a tool call
+    output = await kernel.run("import time; time.sleep(0.5); 'done'", timeout=deadline)
+    assert output.text == "'done'\n"
+    deadline.resume()
+    with pytest.raises(ExecutionTimeout):
+        await kernel.run("import time; time.sleep(30)", timeout=deadline)
+
+
+async def test_code_finishing_in_time_is_not_a_timeout(kernel: Kernel) -> None:
+    output = await kernel.run("import time; time.sleep(0.05); 'quick'", timeout=Deadline(30))
+    assert output.text == "'quick'\n"
+
+
+async def test_interrupt_raises_keyboard_interrupt_in_the_code(kernel: Kernel) -> None:
+    await kernel.run("survivor = 1")
+    events = []
+    async for event in kernel.execute("print('looping', flush=True)\nwhile True: pass"):
+        events.append(event)
+        if isinstance(event, StreamText):
+            await kernel.interrupt()
+    errors = [e for e in events if isinstance(e, ExecutionError)]
+    assert [e.ename for e in errors] == ["KeyboardInterrupt"]
+    assert isinstance(events[-1], ExecutionFinished) and events[-1].status == "error"
+    assert (await kernel.run("survivor")).text == "1\n"
+
+
+async def test_interrupt_while_idle_is_harmless(kernel: Kernel) -> None:
+    await kernel.interrupt()
+    assert (await kernel.run("1 + 1")).text == "2\n"
+    assert kernel.is_alive
+
+
+async def test_restart_gives_fresh_state_in_the_same_runtime_dir(kernel: Kernel) -> None:
+    await kernel.run("doomed = 1")
+    runtime_dir, pid, generation = kernel.runtime_dir, kernel.pid, kernel.generation
+    await kernel.restart()
+    assert kernel.runtime_dir == runtime_dir
+    assert kernel.pid != pid
+    assert kernel.generation == generation + 1
+    output = await kernel.run("doomed")
+    assert output.error is not None and output.error.ename == "NameError"
+    assert (await kernel.run("'fresh'")).text == "'fresh'\n"
+
+
+async def test_code_ignoring_interrupts_gets_the_kernel_restarted() -> None:
+    async with Kernel(KernelConfig(interrupt_grace=1.0)) as kernel:
+        await kernel.run("lost = 1")
+        generation = kernel.generation
+        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+        with pytest.raises(ExecutionTimeout) as raised:
+            await kernel.run(code, timeout=0.5)
+        assert "restarted" in str(raised.value)
+        assert kernel.generation == generation + 1
+        assert kernel.is_alive
+        output = await kernel.run("lost")
+        assert output.error is not None and output.error.ename == "NameError"
