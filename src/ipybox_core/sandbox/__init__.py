@@ -1,4 +1,4 @@
-"""OS sandboxing of the kernel: a policy, a Linux backend (bubblewrap) and a macOS backend (Seatbelt).
+"""OS sandboxing of the kernel: a policy, a Linux backend (bubblewrap), a macOS backend (Seatbelt).
 
 ``sandbox_launcher(policy, workspace=...)`` returns the :class:`~ipybox_core.kernel.launcher.KernelLauncher`
 for this platform; ``resolve_sandbox`` turns the executor's ``sandbox=`` argument into a policy.
@@ -12,6 +12,7 @@ import sys
 from ipybox_core.errors import SandboxUnavailable
 from ipybox_core.kernel.launcher import KernelLauncher
 from ipybox_core.sandbox.bwrap import BwrapLauncher
+from ipybox_core.sandbox.macos import SeatbeltLauncher, SeatbeltProfile, SrtSettings
 from ipybox_core.sandbox.policy import (
     DEFAULT_HIDDEN_NAMES,
     DEFAULT_HIDDEN_PATHS,
@@ -29,6 +30,9 @@ __all__ = [
     "BwrapLauncher",
     "ResourceLimits",
     "SandboxPolicy",
+    "SeatbeltLauncher",
+    "SeatbeltProfile",
+    "SrtSettings",
     "probe_sandbox",
     "resolve_sandbox",
     "sandbox_launcher",
@@ -43,4 +47,7 @@ def sandbox_launcher(policy: SandboxPolicy, *, workspace: str | os.PathLike[str]
     """
     if sys.platform.startswith("linux"):
         return BwrapLauncher(policy, workspace=workspace)
+    if sys.platform == "darwin":
+        return SeatbeltLauncher(policy, workspace=workspace)
+    probe_sandbox()  # raises: no backend on this platform
     raise SandboxUnavailable(f"no ipybox sandbox backend for {sys.platform}")

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+ENVIRONMENT_TTL = 30.0
+"""Seconds a discovered Python environment is reused by later launches."""
+_cache: dict[tuple[Path, str], tuple[float, PythonPaths]] = {}
+_lock = threading.Lock()
 
 
 @dataclass
@@ -35,8 +42,22 @@ def python_environment_paths(executable: Path, env: Mapping[str, str]) -> Python
 
     Covers a virtualenv (``pyvenv.cfg``) and its base installation, the real interpreter's prefix
     (symlinks resolved), every ``site-packages``/``dist-packages`` directory's ``.pth`` entries
-    (editable installs) and ``PYTHONPATH``. Only existing directories are returned.
+    (editable installs) and ``PYTHONPATH``. Only existing directories are returned. A result is
+    reused for :data:`ENVIRONMENT_TTL` seconds.
     """
+    key = (executable, env.get("PYTHONPATH", ""))
+    now = time.monotonic()
+    with _lock:
+        cached = _cache.get(key)
+        if cached is not None and now - cached[0] < ENVIRONMENT_TTL:
+            return PythonPaths(list(cached[1].prefixes), list(cached[1].extra))
+    found = _discover(executable, env)
+    with _lock:
+        _cache[key] = (now, found)
+    return PythonPaths(list(found.prefixes), list(found.extra))
+
+
+def _discover(executable: Path, env: Mapping[str, str]) -> PythonPaths:
     prefixes: list[Path] = []
     venv = executable.parent.parent
     config = venv / "pyvenv.cfg"
