@@ -6,7 +6,8 @@ win over sanitised ones (``a_b`` keeps its name; ``a-b`` becomes ``a_b_2``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
 
 from ipybox_core.codegen._ir import MISSING, FieldDef, ModelDef, ToolShape, TypeExpr, py_literal, render
 from ipybox_core.codegen._names import (
@@ -82,32 +83,30 @@ def attribute_reserved(model_names: Iterable[str]) -> frozenset[str]:
     return frozenset({*ANNOTATION_BUILTINS, *TYPING_NAMES, *MODULE_PRIVATE, *model_names})
 
 
-def assign_attributes(fields: list[FieldDef], reserved: frozenset[str]) -> None:
-    """Field (attribute) names; a sanitised name never equals another field's wire name."""
-    scope = NameScope(reserved)
-    for field in fields:
-        candidate = attribute_name(field.wire, reserved)
+def _assign(
+    fields: list[FieldDef], slot: Literal["attr", "kwarg"], make: Callable[[str], str], scope: NameScope
+) -> None:
+    """Set ``slot`` of every field; a sanitised name never equals another field's wire name."""
+    for field in fields:  # names that need no change first
+        candidate = make(field.wire)
         if candidate == field.wire and not scope.taken(candidate):
-            field.attr = scope.claim(candidate)
+            setattr(field, slot, scope.claim(candidate))
     for field in fields:
         scope.reserve(field.wire)
     for field in fields:
-        if not field.attr:
-            field.attr = scope.claim(attribute_name(field.wire, reserved))
+        if not getattr(field, slot):
+            setattr(field, slot, scope.claim(make(field.wire)))
+
+
+def assign_attributes(fields: list[FieldDef], reserved: frozenset[str]) -> None:
+    """Field (attribute) names of one model."""
+    _assign(fields, "attr", lambda wire: attribute_name(wire, reserved), NameScope(reserved))
 
 
 def assign_kwargs(fields: list[FieldDef]) -> str:
     """Keyword-argument names of a tool; returns the name for ``**kwargs``."""
     scope = NameScope()
-    for field in fields:
-        candidate = kwarg_name(field.wire)
-        if candidate == field.wire and not scope.taken(candidate):
-            field.kwarg = scope.claim(candidate)
-    for field in fields:
-        scope.reserve(field.wire)
-    for field in fields:
-        if not field.kwarg:
-            field.kwarg = scope.claim(kwarg_name(field.wire))
+    _assign(fields, "kwarg", kwarg_name, scope)
     return scope.claim("kwargs")
 
 

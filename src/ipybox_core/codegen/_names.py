@@ -116,22 +116,25 @@ def attribute_name(raw: str, reserved: frozenset[str]) -> str:
     return name
 
 
+def _public_identifier(raw: str, *, fallback: str, avoid: frozenset[str]) -> str:
+    """An identifier without a leading ``__`` (no dunder look-alikes), ``_`` appended if in ``avoid``."""
+    name = identifier(raw, fallback=fallback)
+    if name.startswith("__"):
+        name = "_" + name.lstrip("_") if name.lstrip("_") else fallback
+    return name + "_" if name in avoid else name
+
+
+_FUNCTION_AVOID = KEYWORDS | BUILTINS | IPYTHON_NAMES | TYPING_NAMES
+
+
 def function_name(raw: str) -> str:
     """A function name for a tool: never a keyword, builtin or IPython name (``list`` → ``list_``)."""
-    name = identifier(raw, fallback="tool")
-    if name.startswith("__"):
-        name = "_" + name.lstrip("_") if name.lstrip("_") else "tool"
-    if name in KEYWORDS or name in BUILTINS or name in IPYTHON_NAMES or name in TYPING_NAMES:
-        name += "_"
-    return name
+    return _public_identifier(raw, fallback="tool", avoid=_FUNCTION_AVOID)
 
 
 def module_name(raw: str) -> str:
     """The Python package name for a server name (``my-server`` → ``my_server``)."""
-    name = identifier(raw, fallback="server")
-    if name.startswith("__"):
-        name = "_" + name.lstrip("_") if name.lstrip("_") else "server"
-    return name + "_" if name in KEYWORDS else name
+    return _public_identifier(raw, fallback="server", avoid=KEYWORDS)
 
 
 def class_name(raw: str, *, fallback: str) -> str:
@@ -160,13 +163,20 @@ class NameScope:
 
     def __init__(self, reserved: Iterable[str] = (), *, casefold: bool = False) -> None:
         self._casefold = casefold
-        self._taken: set[str] = {self._key(name) for name in reserved}
+        # a frozenset is shared as is (scopes are created per model: no copying of big sets)
+        self._reserved = (
+            reserved
+            if isinstance(reserved, frozenset) and not casefold
+            else frozenset(self._key(name) for name in reserved)
+        )
+        self._taken: set[str] = set()
 
     def _key(self, name: str) -> str:
         return name.casefold() if self._casefold else name
 
     def taken(self, name: str) -> bool:
-        return self._key(name) in self._taken
+        key = self._key(name)
+        return key in self._taken or key in self._reserved
 
     def reserve(self, name: str) -> None:
         self._taken.add(self._key(name))
@@ -175,7 +185,7 @@ class NameScope:
         """``candidate`` or the first free numbered variant of it; the result is now taken."""
         name = candidate
         number = 2
-        while self._key(name) in self._taken:
+        while self.taken(name):
             name = f"{candidate}{separator}{number}"
             number += 1
         self._taken.add(self._key(name))

@@ -26,6 +26,10 @@ def _escape_char(char: str) -> str:
     return f"\\U{code:08x}"
 
 
+def _escape_quotes(run: re.Match[str]) -> str:
+    return "".join('\\"' if index % 3 == 2 else '"' for index in range(len(run.group())))
+
+
 def docstring(text: str, indent: str) -> str:
     """A triple-quoted literal whose value is ``text`` (continuation lines indented for the source).
 
@@ -36,33 +40,22 @@ def docstring(text: str, indent: str) -> str:
     text = scrub(text).rstrip()  # trailing whitespace means nothing in a docstring
     if not text:
         return '""""""'
-    out: list[str] = []
-    quotes = 0  # unescaped double quotes just written
-    last = len(text) - 1
-    for index, char in enumerate(text):
-        if char == '"':
-            if quotes == 2 or index == last:
-                out.append('\\"')
-                quotes = 0
-            else:
-                out.append('"')
-                quotes += 1
-            continue
-        quotes = 0
-        if char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\n" + indent)
-        elif char == "\t" or char.isprintable():
-            out.append(char)
-        else:
-            out.append(_escape_char(char))
-    body = "".join(out)
-    # no trailing whitespace on the indented empty lines
-    body = re.sub(r"\n[ ]+(?=\n)", "\n", body)
+    stripped = text.rstrip('"')
+    trailing_quotes = len(text) - len(stripped)
+    body = stripped.replace("\\", "\\\\")
+    if not body.replace("\n", "").replace("\t", "").isprintable():
+        body = "".join(c if c.isprintable() or c in "\n\t" else _escape_char(c) for c in body)
+    body = _QUOTE_RUN.sub(_escape_quotes, body) + '\\"' * trailing_quotes
+    body = body.replace("\n", "\n" + indent)
+    if indent:
+        body = _BLANK_INDENTED.sub("\n", body)  # no trailing whitespace on the empty lines
     if "\n" in body:
         return f'"""{body}\n{indent}"""'
     return f'"""{body}"""'
+
+
+_QUOTE_RUN = re.compile('"{3,}')
+_BLANK_INDENTED = re.compile(r"\n[ ]+(?=\n)")
 
 
 def one_line(text: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from ipybox_core.codegen._assign import assign_shape, attribute_reserved, function_names, model_names
 from ipybox_core.codegen._ir import ToolShape
 from ipybox_core.codegen._names import NameScope, file_module_name, module_name
-from ipybox_core.codegen._render import model_line, models_in_order, module_source
+from ipybox_core.codegen._render import model_line, models_in_order, module_source, ordered_params
 from ipybox_core.codegen._schema import degraded_shape, tool_shape
 from ipybox_core.codegen._source import docstring, scrub, summary
 from ipybox_core.codegen._writer import MARKER, remove_package, write_package
@@ -52,6 +52,8 @@ class GeneratedTool:
     description: str
     module: str
     """Module path inside the package (``_tools.search_repos``)."""
+    arguments: dict[str, str] = field(default_factory=dict)
+    """Keyword-argument name → wire (property) name, in signature order."""
     models: tuple[str, ...] = ()
     """Models the signature uses, directly or through their fields."""
     warnings: tuple[str, ...] = ()
@@ -133,6 +135,18 @@ def generate_server_package(
     """
     root = Path(root)
     module = module or server_module_name(server)
+    files, generated, models = build_package_files(server, tools)
+    for tool in generated:
+        for note in tool.warnings:
+            warnings.warn(CodegenWarning(note), stacklevel=2)
+    path = write_package(root, module, files)
+    return GeneratedPackage(server=server, module=module, path=path, tools=generated, models=models)
+
+
+def build_package_files(
+    server: str, tools: Sequence[ToolInfo]
+) -> tuple[dict[str, str], list[GeneratedTool], dict[str, GeneratedModel]]:
+    """The package's files (relative path → source, each compiled once as a check), in memory."""
     pending = _convert_all(server, tools)
     model_names((p.shape for p in pending), taken={p.function for p in pending})
     reserved = attribute_reserved(m.name for p in pending for m in p.shape.models)
@@ -156,11 +170,8 @@ def generate_server_package(
                 models.setdefault(
                     model.name, GeneratedModel(model.name, model_line(model), model.description)
                 )
-        for note in tool.warnings:
-            warnings.warn(CodegenWarning(note), stacklevel=2)
     files["__init__.py"] = _init_source(server, generated, exports)
-    path = write_package(root, module, files)
-    return GeneratedPackage(server=server, module=module, path=path, tools=generated, models=models)
+    return files, generated, models
 
 
 def remove_server_package(server: str, root: Path | str, *, module: str | None = None) -> bool:
@@ -230,6 +241,7 @@ def _render_tool(
         summary=summary(info.description or "") or summary(info.title or info.annotations.title or ""),
         description=scrub(info.description or ""),
         module=module,
+        arguments={f.kwarg: f.wire for f in ordered_params(item.shape)},
         models=() if item.degraded else rendered.models,
         warnings=item.notes.all(),
         degraded=item.degraded,

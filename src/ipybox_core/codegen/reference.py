@@ -7,13 +7,10 @@ from collections.abc import Callable, Sequence
 from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
 _INTRO = (
-    "# MCP tools, as Python functions. Call them with keyword arguments; an argument typed with a model\n"
-    "# class also accepts a dict. help(<function>) shows a tool's full description, arguments and result.\n"
+    "# MCP tools as Python functions: keyword arguments only (a dict works where a model class is\n"
+    "# expected); help(<function>) shows full docs.\n"
 )
-_REDUCED = (
-    "# (Shortened to fit: help(<package>) lists a server's tools with summaries, help(<function>)\n"
-    "# shows a tool's signature, arguments and result.)\n"
-)
+_REDUCED = "# Shortened to fit: help(<package>) lists a server's tools, help(<function>) shows one.\n"
 
 
 def api_reference(
@@ -42,7 +39,7 @@ def api_reference(
 
 def _imports(pkg: GeneratedPackage, package: str, tools: Sequence[GeneratedTool] | None = None) -> str:
     names = ", ".join(t.function for t in (pkg.tools if tools is None else tools))
-    return f"# MCP server {pkg.server!r}\nfrom {package}.{pkg.module} import {names}\n"
+    return f"from {package}.{pkg.module} import {names}\n"
 
 
 def _server_section(pkg: GeneratedPackage, package: str, *, signatures: bool, models: bool) -> str:
@@ -55,10 +52,8 @@ def _server_section(pkg: GeneratedPackage, package: str, *, signatures: bool, mo
             lines.append(f"{tool.function}: {text}\n" if text else f"{tool.function}\n")
     if models:
         used = dict.fromkeys(name for tool in pkg.tools for name in tool.models)
-        shown = [pkg.models[name].line for name in used if name in pkg.models]
-        if shown:
-            lines.append("\n".join(shown) + "\n")
-    return "\n".join(lines) if signatures else "".join(lines)
+        lines.extend(pkg.models[name].line + "\n" for name in used if name in pkg.models)
+    return "".join(lines)
 
 
 def _truncated(packages: Sequence[GeneratedPackage], package: str, max_chars: int) -> str:

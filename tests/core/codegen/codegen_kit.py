@@ -21,7 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
+
+import pytest
 
 from ipybox_core import runtime
 from ipybox_core.approval import ApprovalGate
@@ -185,3 +187,30 @@ def mcp_forwarding(served: ThreadedToolServer, name: str, mcp_server: Any) -> It
         served.backend.handlers.pop(name, None)
         served.loop.call_soon_threadsafe(stop.set)
         task.result(timeout=30)
+
+
+# --- fixtures: a test module binds them with ``served = served_fixture()`` ------------------------
+
+
+def served_fixture() -> Any:
+    """A module-scoped fixture: the real tool server; generated code calls through it."""
+
+    @pytest.fixture(scope="module")
+    def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedToolServer]:
+        server = ThreadedToolServer(tmp_path_factory.mktemp("sock"))
+        yield server
+        server.close()
+
+    return served
+
+
+def generate_fixture(scope: Literal["function", "module"] = "function") -> Any:
+    """A fixture that generates packages and imports them in-process (cleaned up afterwards)."""
+
+    @pytest.fixture(scope=scope)
+    def generate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Generator]:
+        generator = Generator(tmp_path_factory.mktemp("gen"))
+        yield generator
+        generator.close()
+
+    return generate

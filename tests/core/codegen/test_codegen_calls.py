@@ -1,20 +1,34 @@
-"""Generated code calling a real MCP server through the real tool server: results, errors, images."""
+"""Generated code calling a real MCP server through the real tool server: results, errors, images.
+
+The MCP server is the suite's shared test server (``servers.tools``), connected in-process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from codegen_kit import Generator, Imported, Outcome, ThreadedToolServer, mcp_forwarding, tool
+from codegen_kit import (
+    Generator,
+    Imported,
+    Outcome,
+    ThreadedToolServer,
+    generate_fixture,
+    mcp_forwarding,
+    served_fixture,
+    tool,
+)
 from pydantic import BaseModel, ValidationError
-from research_server import TINY_PNG, research_server
 
 from ipybox_core import runtime
 from ipybox_core.mcp.types import ToolInfo
+from servers.tools import build_server
+
+served = served_fixture()
+generate = generate_fixture()
 
 
 async def _list_tools(server: Any) -> list[ToolInfo]:
@@ -34,26 +48,12 @@ async def _list_tools(server: Any) -> list[ToolInfo]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedToolServer]:
-    server = ThreadedToolServer(tmp_path_factory.mktemp("sock"))
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
 def research(served: ThreadedToolServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Imported]:
-    mcp_server = research_server()
+    mcp_server = build_server()
     tools = asyncio.run(_list_tools(mcp_server))
     generator = Generator(tmp_path_factory.mktemp("gen"))
     with mcp_forwarding(served, "research", mcp_server):
         yield generator("research", tools)
-    generator.close()
-
-
-@pytest.fixture
-def generate(tmp_path: Path) -> Iterator[Generator]:
-    generator = Generator(tmp_path)
-    yield generator
     generator.close()
 
 
@@ -63,7 +63,8 @@ def test_structured_result_is_a_model(research: Imported, served: ThreadedToolSe
         items=[{"sku": "a", "qty": 2, "unit_price": 1.25}, research.LineItem(sku="b")],
     )
     assert isinstance(order, research.OrderSummary) and isinstance(order, BaseModel)
-    assert (order.order_id, order.city, order.item_count, order.total) == ("ord-ada", "Paris", 3, 2.5)
+    assert (order.order_id, order.city, order.item_count, order.total) == ("ord-2-ada", "Paris", 3, 2.5)
+    assert order.priority == "normal" and order.tags == []
     assert served.backend.calls[-1][2] == {
         "customer": {"name": "Ada", "address": {"street": "Rue 1", "city": "Paris"}},
         "items": [{"sku": "a", "qty": 2, "unit_price": 1.25}, {"sku": "b"}],
@@ -87,16 +88,19 @@ def test_keyword_named_parameters_reach_the_server_by_wire_name(research: Import
 def test_text_results_and_images(research: Imported) -> None:
     echoed = research.echo(message="hello")
     assert echoed == "hello" and type(echoed) is str
-    picture = research.picture(caption="a caption")
-    assert isinstance(picture, runtime.ToolResult) and picture == "a caption"
-    assert picture.images == [TINY_PNG]
+    picture = research.image(width=2, height=2, colour="blue")
+    assert isinstance(picture, runtime.ToolResult) and picture == "blue 2x2"
+    assert len(picture.images) == 1 and picture.images[0].startswith(b"\x89PNG")
     assert "image/png" in picture._repr_mimebundle_()
+    with pytest.raises(ValidationError):
+        research.image(colour="purple")
 
 
 def test_tool_errors_raise_tool_error_in_the_calling_code(research: Imported) -> None:
     with pytest.raises(runtime.ToolError, match="the widget is broken") as error:
-        research.fail(message="the widget is broken")
+        research.fail(kind="tool_error")
     assert (error.value.server, error.value.tool) == ("research", "fail")
+    assert research.add(a=2, b=3) == 5  # the connection is still fine
 
 
 def test_argument_errors_never_reach_the_server(research: Imported, served: ThreadedToolServer) -> None:

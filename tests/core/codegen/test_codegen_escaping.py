@@ -5,16 +5,17 @@ from __future__ import annotations
 import ast
 import inspect
 import pydoc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from codegen_kit import Generator, tool
+from codegen_kit import Generator, generate_fixture, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipybox_core.codegen import generate_server_package
 from ipybox_core.codegen._source import docstring, scrub, summary
+
+generate = generate_fixture()
 
 NASTY = [
     'ends with a quote"',
@@ -31,13 +32,6 @@ NASTY = [
     "    indented\n        more\n  less",
     "",
 ]
-
-
-@pytest.fixture
-def generate(tmp_path: Path) -> Iterator[Generator]:
-    generator = Generator(tmp_path)
-    yield generator
-    generator.close()
 
 
 @pytest.mark.parametrize("text", NASTY)

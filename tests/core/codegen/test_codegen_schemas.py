@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from codegen_kit import Generator, Imported, ThreadedToolServer, tool
+from codegen_kit import Generator, Imported, ThreadedToolServer, generate_fixture, served_fixture, tool
 from pydantic import BaseModel, ValidationError
 
 from ipybox_core.codegen import CodegenWarning
 from ipybox_core.mcp.types import ToolInfo
 
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedToolServer]:
-    server = ThreadedToolServer(tmp_path_factory.mktemp("sock"))
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def generate(tmp_path: Path) -> Iterator[Generator]:
-    generator = Generator(tmp_path)
-    yield generator
-    generator.close()
+served = served_fixture()
+generate = generate_fixture()
 
 
 def one(generate: Generator, info: ToolInfo) -> Any:
@@ -271,8 +258,14 @@ def test_unresolvable_refs_and_odd_schemas_degrade_locally_with_a_warning(
             "ok": {"type": "integer"},
         },
     }
-    with pytest.warns(CodegenWarning, match=r"server 'srv', tool 'strange'.*Nope"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         fn = one(generate, tool("strange", input_schema=schema))
+    messages = sorted(str(w.message) for w in caught if w.category is CodegenWarning)
+    assert len(messages) == 4, messages
+    assert all(m.startswith("MCP server 'srv', tool 'strange': ") for m in messages)
+    assert any("'#/$defs/Nope' at property 'missing' cannot be resolved" in m for m in messages)
+    assert any("unknown type 'color' at property 'weird_type'" in m for m in messages)
     params = inspect.signature(fn).parameters
     assert "never" not in params
     assert str(params["missing"].annotation) == "Any"
@@ -429,16 +422,17 @@ def test_defaults_that_do_not_fit_are_dropped_and_required_defaults_are_always_s
 
 
 def test_boolean_empty_and_typeless_input_schemas(generate: Generator, served: ThreadedToolServer) -> None:
-    imported = generate(
-        "b",
-        [
-            tool("t_true", input_schema=True),
-            tool("t_empty", input_schema={}),
-            tool("t_typeless", input_schema={"properties": {"a": {"type": "integer"}}}),
-            tool("t_open", input_schema={"type": "object", "additionalProperties": {"type": "string"}}),
-            tool("t_string", input_schema={"type": "string"}),
-        ],
-    )
+    with pytest.warns(CodegenWarning, match=r"tool 't_string': the input schema has type 'string'"):
+        imported = generate(
+            "b",
+            [
+                tool("t_true", input_schema=True),
+                tool("t_empty", input_schema={}),
+                tool("t_typeless", input_schema={"properties": {"a": {"type": "integer"}}}),
+                tool("t_open", input_schema={"type": "object", "additionalProperties": {"type": "string"}}),
+                tool("t_string", input_schema={"type": "string"}),
+            ],
+        )
     assert signature(imported.t_true) == "() -> str"
     assert signature(imported.t_empty) == "() -> str"
     assert signature(imported.t_typeless) == "(*, a: int | None = None) -> str"
