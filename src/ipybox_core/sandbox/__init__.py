@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 from ipybox_core.errors import SandboxUnavailable
 from ipybox_core.kernel.launcher import KernelLauncher
@@ -39,15 +40,22 @@ __all__ = [
 ]
 
 
-def sandbox_launcher(policy: SandboxPolicy, *, workspace: str | os.PathLike[str]) -> KernelLauncher:
+def sandbox_launcher(
+    policy: SandboxPolicy,
+    *,
+    workspace: str | os.PathLike[str],
+    sockets: Sequence[str | os.PathLike[str]] = (),
+) -> KernelLauncher:
     """The launcher that confines kernels by ``policy`` on this platform.
 
-    Raises :class:`~ipybox_core.errors.SandboxUnavailable` (with the reason and the fix) when the
-    sandbox cannot run here; ipybox never silently runs the kernel unsandboxed.
+    ``workspace`` is the kernel's read-write directory; ``sockets`` are host unix sockets the kernel
+    may connect to outside its runtime directory (e.g. the tool server's ``tools.sock``). Raises
+    :class:`~ipybox_core.errors.SandboxUnavailable` (with the reason and the fix) when the sandbox
+    cannot run here; ipybox never silently runs the kernel unsandboxed.
     """
     if sys.platform.startswith("linux"):
-        return BwrapLauncher(policy, workspace=workspace)
+        return BwrapLauncher(policy, workspace=workspace, sockets=sockets)
     if sys.platform == "darwin":
-        return SeatbeltLauncher(policy, workspace=workspace)
+        return SeatbeltLauncher(policy, workspace=workspace, sockets=sockets)
     probe_sandbox()  # raises: no backend on this platform
     raise SandboxUnavailable(f"no ipybox sandbox backend for {sys.platform}")

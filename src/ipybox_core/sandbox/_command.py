@@ -107,6 +107,26 @@ def boot_command(
     return [sys.executable, "-c", boot_source(), config, "--exec", str(program), *argv[1:]]
 
 
+def check_private_runtime_dir(spec: LaunchSpec) -> None:
+    """Refuse a runtime directory that holds another kernel's connection file.
+
+    The runtime directory is visible (read-write) in the sandbox: another kernel's connection file
+    there would hand its key, and so control of that kernel, to the sandboxed code.
+    """
+    argv = list(spec.argv)
+    own = Path(argv[argv.index("-f") + 1]).absolute() if "-f" in argv[:-1] else None
+    try:
+        others = [path for path in spec.runtime_dir.glob("*.json") if path.absolute() != own]
+    except OSError:
+        return
+    if others:
+        raise SandboxError(
+            f"the runtime directory {spec.runtime_dir} also holds {others[0].name}, another kernel's "
+            "connection file; the sandboxed kernel could use its key to run code in that kernel. Give "
+            "each sandboxed kernel its own runtime directory (KernelConfig.runtime_dir=None)."
+        )
+
+
 def module_index(argv: Sequence[str]) -> int | None:
     """Index of ``-m`` when ``argv`` is ``python [options] -m module ...``, else ``None``."""
     if not argv or not _PYTHON_NAME.match(Path(argv[0]).name):

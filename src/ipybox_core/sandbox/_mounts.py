@@ -108,12 +108,19 @@ class FilesystemPlan:
 
 
 def plan_filesystem(
-    policy: SandboxPolicy, *, workspace: Path, spec: LaunchSpec, interpreters: Sequence[Path] = ()
+    policy: SandboxPolicy,
+    *,
+    workspace: Path,
+    spec: LaunchSpec,
+    interpreters: Sequence[Path] = (),
+    sockets: Sequence[Path] = (),
 ) -> FilesystemPlan:
     """Compute the sandbox's mounts for launching ``spec`` under ``policy``.
 
-    Raises :class:`SandboxError` when a path the policy names does not exist, or the workspace, the
-    runtime directory or the working directory would end up hidden or invisible.
+    ``interpreters`` are further Python interpreters whose environment must be visible; ``sockets``
+    are host unix sockets the kernel may connect to (e.g. the tool server's), shown at their path.
+    Raises :class:`SandboxError` when a path the policy names does not exist, a socket is not a
+    socket, or the workspace, the runtime directory or the working directory would be invisible.
     """
     workspace = workspace.absolute()
     binds: dict[Path, Bind] = {}
@@ -153,11 +160,20 @@ def plan_filesystem(
     for path in policy.allow_write:
         user_trees.append(policy.expand(path, workspace))
         add(user_trees[-1], True, required=True, what="allow_write path")
+    for path in sockets:
+        if not path.is_socket():
+            raise SandboxError(f"{path} is not a unix socket (only sockets can be passed as sockets=)")
+        add(path.absolute(), False, required=True, what="socket")
     if policy.network:
         _add_resolver(binds)
 
     ordered = _drop_redundant(binds.values())
-    hidden = _hidden_paths(policy, workspace, ordered, user_trees)
+    allowed_sockets = {path.absolute() for path in sockets} | {path.resolve() for path in sockets}
+    hidden = tuple(
+        item
+        for item in _hidden_paths(policy, workspace, ordered, user_trees)
+        if item.path not in allowed_sockets
+    )
     home = policy.resolved_home()
     plan = FilesystemPlan(
         binds=tuple(ordered),

@@ -20,12 +20,18 @@ import shutil
 import sys
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
 from ipybox_core.errors import SandboxError, SandboxUnavailable
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
-from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
+from ipybox_core.sandbox._command import (
+    boot_command,
+    check_private_runtime_dir,
+    module_index,
+    sandbox_environment,
+)
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox.policy import SandboxPolicy
@@ -51,9 +57,12 @@ exec "$@"
 class BwrapLauncher:
     """A :class:`~ipybox_core.kernel.launcher.KernelLauncher` running kernels in bubblewrap.
 
-    ``workspace`` is the kernel's read-write directory. The constructor probes the sandbox (cached
-    per process) and raises :class:`SandboxUnavailable` when it cannot run here, or when a resource
-    limit cannot be enforced (a process limit as root without a writable pids cgroup).
+    ``workspace`` is the kernel's read-write directory; ``sockets`` are host unix sockets the kernel
+    may connect to although they lie outside its visible paths (the tool server's socket), each
+    shown at its path as a read-only mount point that the sandbox cannot replace. The constructor
+    probes the sandbox (cached per process) and raises :class:`SandboxUnavailable` when it cannot
+    run here, or when a resource limit cannot be enforced (a process limit as root without a
+    writable pids cgroup).
     """
 
     def __init__(
@@ -61,6 +70,7 @@ class BwrapLauncher:
         policy: SandboxPolicy,
         *,
         workspace: str | os.PathLike[str],
+        sockets: Sequence[str | os.PathLike[str]] = (),
         bwrap: str | None = None,
         probe: bool = True,
     ) -> None:
@@ -68,6 +78,7 @@ class BwrapLauncher:
             probe_sandbox(bwrap=bwrap)
         self.policy = policy
         self.workspace = Path(workspace).absolute()
+        self.sockets = tuple(Path(path).absolute() for path in sockets)
         self.bwrap = find_bwrap(bwrap)
         if not self.workspace.is_dir():
             raise SandboxError(f"the workspace {self.workspace} is not a directory")
@@ -100,12 +111,15 @@ class BwrapLauncher:
     def plan(self, spec: LaunchSpec) -> FilesystemPlan:
         """The sandbox's file system for ``spec`` (what :meth:`wrap` mounts)."""
         interpreters = [] if module_index(spec.argv) is not None else [Path(sys.executable)]
-        return plan_filesystem(self.policy, workspace=self.workspace, spec=spec, interpreters=interpreters)
+        return plan_filesystem(
+            self.policy, workspace=self.workspace, spec=spec, interpreters=interpreters, sockets=self.sockets
+        )
 
     def wrap(self, spec: LaunchSpec) -> LaunchSpec:
         """Return the launch of ``spec`` inside bubblewrap (see the module docstring)."""
         if not self._private.is_dir():
             raise SandboxError("this BwrapLauncher was closed")
+        check_private_runtime_dir(spec)
         plan = self.plan(spec)
         if plan.is_visible(self._private):
             raise SandboxError(

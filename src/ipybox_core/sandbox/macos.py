@@ -29,7 +29,7 @@ from typing import Any
 
 from ipybox_core.errors import ConfigError, SandboxError
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
-from ipybox_core.sandbox._command import boot_command, sandbox_environment
+from ipybox_core.sandbox._command import boot_command, check_private_runtime_dir, sandbox_environment
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox._pyenv import find_executable, python_environment_paths
 from ipybox_core.sandbox.policy import SandboxPolicy
@@ -54,7 +54,8 @@ class SeatbeltProfile:
 
     ``runtime_dir`` holds the ipc sockets and the tool server's socket; ``tmp_dir`` is the
     kernel's private temp dir; ``python_paths`` the interpreter's prefixes and import paths;
-    ``proxy_port`` the loopback port of the filtering proxy when ``allow_hosts`` is set.
+    ``proxy_port`` the loopback port of the filtering proxy when ``allow_hosts`` is set;
+    ``sockets`` further unix sockets the kernel may connect to (the tool server's).
     """
 
     policy: SandboxPolicy
@@ -63,6 +64,7 @@ class SeatbeltProfile:
     tmp_dir: Path
     python_paths: Sequence[Path] = ()
     proxy_port: int | None = None
+    sockets: Sequence[Path] = ()
 
     def render(self) -> str:
         """The profile text."""
@@ -97,6 +99,10 @@ class SeatbeltProfile:
             f"(allow network-bind network-inbound (local unix-socket {_subpath(self.runtime_dir)}))",
             f"(allow network-outbound (remote unix-socket {_subpath(self.runtime_dir)}))",
         ]
+        for socket_path in self.sockets:
+            literal = f"(literal {_quote(_real(socket_path))})"
+            lines.append(f"(allow file-read* {literal})")
+            lines.append(f"(allow network-outbound (remote unix-socket {literal}))")
         if policy.network:
             lines += [";; network=True: the host's network", "(allow network* system-socket)"]
             lines.append('(allow mach-lookup (global-name "com.apple.dnssd.service"))')
@@ -163,12 +169,18 @@ class SeatbeltLauncher:
     """
 
     def __init__(
-        self, policy: SandboxPolicy, *, workspace: str | os.PathLike[str], probe: bool = True
+        self,
+        policy: SandboxPolicy,
+        *,
+        workspace: str | os.PathLike[str],
+        sockets: Sequence[str | os.PathLike[str]] = (),
+        probe: bool = True,
     ) -> None:
         if probe:
             probe_sandbox()
         self.policy = policy
         self.workspace = Path(workspace).absolute()
+        self.sockets = tuple(Path(path).absolute() for path in sockets)
         if not self.workspace.is_dir():
             raise SandboxError(f"the workspace {self.workspace} is not a directory")
         self._proxies: dict[Path, FilteringProxy] = {}
@@ -191,9 +203,12 @@ class SeatbeltLauncher:
             found = python_environment_paths(executable, spec.env)
             python = [*found.prefixes, *found.extra]
         port = self._proxy_port(spec.runtime_dir) if self.policy.allow_hosts else None
-        return SeatbeltProfile(self.policy, self.workspace, spec.runtime_dir, tmp_dir, python, port)
+        return SeatbeltProfile(
+            self.policy, self.workspace, spec.runtime_dir, tmp_dir, python, port, self.sockets
+        )
 
     def wrap(self, spec: LaunchSpec) -> LaunchSpec:
+        check_private_runtime_dir(spec)
         profile = self.profile(spec)
         home = spec.runtime_dir / "home"
         home.mkdir(mode=0o700, exist_ok=True)

@@ -71,6 +71,13 @@ def test_only_runtime_dir_unix_sockets_and_no_network_by_default(dirs: dict[str,
     assert "network*" not in text and "remote ip" not in text and "tcp" not in text
 
 
+def test_extra_sockets_are_allowed_by_literal_path(dirs: dict[str, Path], tmp_path: Path) -> None:
+    tools = tmp_path / "tools.sock"
+    policy = SandboxPolicy(home=dirs["home"])
+    text = SeatbeltProfile(policy, dirs["ws"], dirs["rt"], dirs["rt/tmp"], sockets=[tools]).render()
+    assert f'(allow network-outbound (remote unix-socket (literal "{tools}")))' in text
+
+
 def test_network_modes(dirs: dict[str, Path]) -> None:
     assert "(allow network* system-socket)" in profile(dirs, SandboxPolicy(home=dirs["home"], network=True))
     proxied = profile(dirs, SandboxPolicy(home=dirs["home"], allow_hosts=("pypi.org",)), port=43210)

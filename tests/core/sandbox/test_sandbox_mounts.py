@@ -11,7 +11,7 @@ import pytest
 
 from ipybox_core.errors import SandboxError
 from ipybox_core.kernel.launcher import LaunchSpec
-from ipybox_core.sandbox import SandboxPolicy
+from ipybox_core.sandbox import BwrapLauncher, ResourceLimits, SandboxPolicy
 from ipybox_core.sandbox._mounts import SANDBOX_HOME, FilesystemPlan, plan_filesystem
 
 
@@ -167,6 +167,27 @@ def test_impossible_plans_raise(dirs: dict[str, Path], fields: dict[str, object]
         plan(dirs, SandboxPolicy.model_validate({"home": dirs["home"], **fields}))
 
 
+def test_allowed_sockets_are_shown_and_never_masked(dirs: dict[str, Path]) -> None:
+    inside, outside = dirs["ws"] / "tools.sock", dirs["elsewhere"] / "tools.sock"
+    listeners = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]
+    try:
+        listeners[0].bind(str(inside))
+        listeners[1].bind(str(outside))
+        policy = SandboxPolicy(home=dirs["home"])
+        result = plan_filesystem(policy, workspace=dirs["ws"], spec=spec_for(dirs), sockets=[inside, outside])
+        assert result.is_visible(inside) and result.is_visible(outside)
+        assert not result.is_visible(dirs["elsewhere"] / "other") and not result.is_writable(outside)
+        assert inside not in hidden_paths(result)
+    finally:
+        for listener in listeners:
+            listener.close()
+    (dirs["elsewhere"] / "plain").write_text("x")
+    with pytest.raises(SandboxError, match="is not a unix socket"):
+        plan_filesystem(
+            policy, workspace=dirs["ws"], spec=spec_for(dirs), sockets=[dirs["elsewhere"] / "plain"]
+        )
+
+
 def test_working_directory_must_be_visible(dirs: dict[str, Path]) -> None:
     with pytest.raises(SandboxError, match="kernel working directory"):
         plan(dirs, cwd=dirs["elsewhere"])
@@ -183,3 +204,16 @@ def test_bwrap_arguments_mount_in_a_safe_order(dirs: dict[str, Path]) -> None:
     assert args[-2:] == ["--remount-ro", "/"]
     assert args[env_mask - 2 : env_mask] == ["--ro-bind", "/deny"]
     assert "--size" in args
+
+
+def test_a_runtime_dir_shared_with_another_kernel_is_refused(dirs: dict[str, Path]) -> None:
+    policy = SandboxPolicy(home=dirs["home"], limits=ResourceLimits(max_processes=None))
+    launcher = BwrapLauncher(policy, workspace=dirs["ws"], probe=False)
+    try:
+        (dirs["rt"] / "kernel.json").write_text("{}")  # ours (spec_for passes it with -f)
+        launcher.wrap(spec_for(dirs))
+        (dirs["rt"] / "kernel-other.json").write_text('{"key": "secret"}')
+        with pytest.raises(SandboxError, match=r"kernel-other\.json, another kernel's connection file"):
+            launcher.wrap(spec_for(dirs))
+    finally:
+        launcher.close()

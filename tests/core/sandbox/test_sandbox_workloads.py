@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,8 +14,8 @@ import pytest_asyncio
 from sandbox_kit import require_bwrap, start_sandboxed, unix_server
 
 from ipybox_core.errors import ExecutionTimeout
-from ipybox_core.kernel import Kernel
-from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
+from ipybox_core.kernel import Kernel, KernelConfig
+from ipybox_core.sandbox import BwrapLauncher, ResourceLimits, SandboxPolicy
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.sandbox]
 
@@ -139,3 +141,37 @@ async def test_restart_is_sandboxed_again(kernel: Kernel) -> None:
         "print(socket.gethostname(), os.environ.get('IPYBOX_SANDBOX'), shadow, 'kept' in dir())",
     )
     assert text.split() == ["ipybox", "bwrap", "PermissionError", "False"]
+
+
+async def test_listed_host_socket_outside_the_runtime_dir(workspace: Path) -> None:
+    """``sockets=`` shows one host socket (say the tool server's), not its neighbours."""
+    elsewhere = Path(tempfile.mkdtemp(prefix="ipybox-t-", dir="/tmp"))
+    tools, other = str(elsewhere / "tools.sock"), str(elsewhere / "other.sock")
+    try:
+        with unix_server(tools, "tools"), unix_server(other, "other"):
+            launcher = BwrapLauncher(SandboxPolicy(), workspace=workspace, sockets=[tools])
+            kernel = await Kernel.start(KernelConfig(cwd=workspace, launcher=launcher))
+            try:
+                text = await run_ok(
+                    kernel,
+                    "import os, socket\n"
+                    "def reach(path):\n"
+                    "    try:\n"
+                    "        s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(path)\n"
+                    "        return s.recv(64).decode()\n"
+                    "    except OSError as exc:\n"
+                    "        return type(exc).__name__\n"
+                    "def remove(path):\n"
+                    "    try:\n"
+                    "        os.unlink(path)\n"
+                    "        return 'removed'\n"
+                    "    except OSError as exc:\n"
+                    "        return type(exc).__name__\n"
+                    f"print(reach({tools!r}), reach({other!r}), remove({tools!r}))",
+                )
+                assert text.split() == ["reached:tools", "FileNotFoundError", "OSError"]
+            finally:
+                await kernel.shutdown(now=True)
+                launcher.close()
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
