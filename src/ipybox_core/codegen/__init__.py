@@ -12,6 +12,7 @@ from ipybox_core.codegen.package import (
     GeneratedPackage,
     GeneratedTool,
     generate_server_package,
+    kernel_reload_code,
     remove_server_package,
     server_module_name,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "GeneratedTool",
     "api_reference",
     "generate_server_package",
+    "kernel_reload_code",
     "remove_server_package",
     "server_module_name",
 ]

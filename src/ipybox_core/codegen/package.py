@@ -179,6 +179,21 @@ def remove_server_package(server: str, root: Path | str, *, module: str | None =
     return remove_package(Path(root), module or server_module_name(server))
 
 
+def kernel_reload_code(module: str, package: str = "mcptools") -> str:
+    """Python code for a kernel that already imported ``<package>.<module>``: forget it, so the next
+    import loads the regenerated package (run it after :func:`generate_server_package`)."""
+    prefix = f"{package}.{module}"
+    return (
+        "import importlib as _il, sys as _sys\n"
+        f"for _name in [n for n in _sys.modules if n == {prefix!r} or n.startswith({prefix + '.'!r})]:\n"
+        "    del _sys.modules[_name]\n"
+        f"if {package!r} in _sys.modules:\n"
+        f"    _sys.modules[{package!r}].__dict__.pop({module!r}, None)\n"
+        "_il.invalidate_caches()\n"
+        "del _il, _sys\n"
+    )
+
+
 def _convert_all(server: str, tools: Sequence[ToolInfo]) -> list[_Pending]:
     unique: dict[str, ToolInfo] = {}
     for info in sorted(tools, key=lambda t: t.name):

@@ -17,6 +17,7 @@ from ipybox_core.codegen import (
     CodegenError,
     CodegenWarning,
     generate_server_package,
+    kernel_reload_code,
     remove_server_package,
     server_module_name,
 )
@@ -205,3 +206,29 @@ def test_duplicate_tool_names_keep_the_first(tmp_path: Path) -> None:
     with pytest.warns(CodegenWarning, match="twice"):
         pkg = generate_server_package("s", [first, ToolInfo(name="dup", description="second")], tmp_path)
     assert [t.description for t in pkg.tools] == ["first"]
+
+
+def test_a_running_interpreter_picks_up_a_regenerated_package(tmp_path: Path) -> None:
+    root = tmp_path / "mcptools"
+    generate_server_package("s", [tool("old_tool")], root)
+    out = run_python(
+        f"""
+        import subprocess, sys
+        import mcptools.s
+        from mcptools.s import old_tool
+        subprocess.run([sys.executable, "-c", {REGENERATE!r}], check=True)
+        exec({kernel_reload_code("s")!r})
+        from mcptools.s import new_tool
+        import mcptools.s
+        print(sorted(mcptools.s.TOOLS))
+        """,
+        tmp_path,
+    )
+    assert out.strip() == "['new_tool']"
+
+
+REGENERATE = """
+from ipybox_core.codegen import generate_server_package
+from ipybox_core.mcp.types import ToolInfo
+generate_server_package("s", [ToolInfo(name="new_tool")], "mcptools")
+"""

@@ -6,6 +6,7 @@ Each drawn schema comes with a strategy for its valid instances, built alongside
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import warnings
 from dataclasses import dataclass, field
@@ -241,3 +242,50 @@ def test_random_schemas_accept_valid_and_reject_invalid_instances(
         with pytest.raises(ValidationError):
             function(**{wire_to_kwarg[w]: v for w, v in {**instance, wire: node.wrong}.items()})
         assert len(served.backend.calls) == before
+
+
+KEYWORDS = [
+    "type", "properties", "required", "items", "prefixItems", "additionalProperties", "enum", "const", "anyOf",
+    "oneOf", "allOf", "$ref", "$defs", "definitions", "default", "description", "title", "nullable", "minimum",
+    "maxLength", "format", "additionalItems", "patternProperties", "not", "minItems", "exclusiveMinimum",
+]  # fmt: skip
+REF_TARGETS = [
+    "#",
+    "#/$defs/a",
+    "#/definitions/a",
+    "#/properties/x",
+    "#/$defs/missing",
+    "a",
+    "http://x/y",
+    "#/a~1b",
+]
+TYPES = ["object", "string", "integer", "number", "boolean", "null", "array", "color"]
+HOSTILE_LEAVES = st.one_of(
+    JSON_SCALARS,
+    st.sampled_from(REF_TARGETS),
+    st.sampled_from(TYPES),
+    st.lists(st.sampled_from(TYPES), max_size=3),
+)
+HOSTILE = st.recursive(
+    HOSTILE_LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(KEYWORDS) | st.sampled_from(ODD_NAMES), inner, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(input_schema=HOSTILE, output_schema=st.none() | HOSTILE)
+def test_arbitrary_json_as_schemas_always_gives_an_importable_function(
+    input_schema: Any, output_schema: Any, generate: Generator
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # degradations are expected here
+        imported = generate("hostile", [tool("t", input_schema=input_schema, output_schema=output_schema)])
+    function = getattr(imported.module, imported.package.tools[0].function)
+    assert callable(function) and function.__doc__
+    assert str(inspect.signature(function)).startswith("(")
+    args_model = inspect.getmodule(function.__wrapped__)._Args  # type: ignore[union-attr]
+    args_model.model_json_schema()  # the argument model builds
