@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import tempfile
 import time
@@ -61,6 +62,13 @@ def wrap_cost(workspace: Path, repeats: int = 20) -> float:
 async def main(rounds: int) -> None:
     probe_sandbox()
     workspace = Path(tempfile.mkdtemp(prefix="ipybox-bench-ws-"))
+    try:
+        await measure(workspace, rounds)
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+async def measure(workspace: Path, rounds: int) -> None:
     await start_and_run(workspace, sandboxed=False)
     await start_and_run(workspace, sandboxed=True)
     plain: list[float] = []

@@ -2,6 +2,35 @@
 
 ``sandbox_launcher(policy, workspace=...)`` returns the :class:`~ipybox_core.kernel.launcher.KernelLauncher`
 for this platform; ``resolve_sandbox`` turns the executor's ``sandbox=`` argument into a policy.
+
+How the Linux sandbox is built, and why (each point was checked on a root-run Debian 12 VM):
+
+* **The root is an allow-list.** The sandbox's ``/`` is an empty read-only tmpfs; only the system
+  directories (``/usr``, ``/etc``, ``/lib*``, ...), the kernel's Python environment (prefixes and
+  ``.pth``/``PYTHONPATH`` directories), the workspace, the runtime directory and the policy's extra
+  paths are bound into it. Home directories, ``/root``, ``/home``, ``/var``, ``/run``, ``/sys``,
+  host sockets are absent by construction, not masked. Secrets inside visible trees are hidden on
+  top: the policy's hidden paths, ``.env``-like names in the workspace/extra paths (scanned at each
+  launch: files created later are not covered), and, when the application runs as root, every file
+  in ``/etc`` other users cannot read (``/etc/shadow``, ``/etc/ssl/private``, ...).
+* **The kernel keeps the caller's uid.** ``--uid 65534`` inside a user namespace still maps to the
+  caller's host uid: as root the sandbox would still own (and read) root's 0600 files and stay
+  exempt from ``RLIMIT_NPROC`` — so it buys nothing. Running as a real unprivileged host uid
+  (``setpriv``) breaks the workspace (owned by the caller, unwritable) and the Python environment
+  under ``/root`` (unreadable). Instead: no capabilities (``--cap-drop ALL``: without it root
+  inside could remount ``/`` writable), ``no_new_privs``, no nested user namespaces, the root
+  built from an allow-list, and ``/proc`` read-only (as host root, even without capabilities,
+  the sandbox could otherwise write global sysctls such as ``kernel.core_pattern``).
+* **Namespaces:** user, PID (host processes invisible, ``/proc/<pid>/environ`` unreachable), IPC
+  (no host SysV/POSIX IPC), UTS, cgroup and network (only a private loopback; abstract unix
+  sockets of the host unreachable). The environment is rebuilt from the launch spec.
+* **Limits:** ``setrlimit`` in the kernel process (``MemoryError``, ``File too large``, a CPU-budget
+  exception in the cell), size-limited ``/tmp`` and ``/dev/shm``, and cgroups for the whole sandbox
+  (pids, memory) where writable; ``RLIMIT_NPROC`` bounds processes for non-root callers (inside the
+  user namespace it counts the sandbox's processes only).
+
+Not covered: no seccomp filter (kernel attack surface such as io_uring stays reachable); total disk
+use in the workspace is bounded per file only; see :mod:`ipybox_core.sandbox.macos` for macOS.
 """
 
 from __future__ import annotations

@@ -300,6 +300,14 @@ ATTEMPTS: list[Attempt] = [
         "    return caps",
     ),
     Attempt(
+        "setuid-binaries-can-raise-privileges",
+        "def attack():\n"
+        '    status = dict(l.split(":", 1) for l in open("/proc/self/status"))\n'
+        '    if status["NoNewPrivs"].strip() == "1":\n'
+        '        raise PermissionError("no_new_privs is set: setuid bits and file capabilities are ignored")\n'
+        '    return "exec of a setuid binary would raise privileges"',
+    ),
+    Attempt(
         "remount-root-read-write",
         "import subprocess\n"
         "def attack():\n"

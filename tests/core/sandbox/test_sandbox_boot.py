@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ipybox_core.sandbox import ResourceLimits
 from ipybox_core.sandbox._command import boot_source as _boot_source
-from ipybox_core.sandbox._command import module_index
+from ipybox_core.sandbox._command import module_index, rlimits
 
 LIMITS = {"RLIMIT_NOFILE": [123, 123], "RLIMIT_FSIZE": [10_000_000, 10_000_000]}
 
@@ -78,3 +79,16 @@ def test_unrunnable_command_is_reported(tmp_path: Path) -> None:
         [sys.executable, "-c", _boot_source(), "{}", "script.py"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2 and "cannot run" in done.stderr
+
+
+def test_rlimits_from_resource_limits() -> None:
+    limits = ResourceLimits(memory_mb=100, cpu_seconds=5, cpu_grace_seconds=2, open_files=50, file_size_mb=3)
+    assert rlimits(limits, process_limit=False) == {
+        "RLIMIT_DATA": [100 * 2**20] * 2,
+        "RLIMIT_CPU": [5, 7],
+        "RLIMIT_NOFILE": [50, 50],
+        "RLIMIT_FSIZE": [3 * 2**20] * 2,
+    }
+    assert rlimits(limits, process_limit=True)["RLIMIT_NPROC"] == [limits.max_processes] * 2
+    off = ResourceLimits(memory_mb=None, open_files=None, file_size_mb=None, max_processes=None)
+    assert rlimits(off, process_limit=True) == {}

@@ -11,11 +11,9 @@ import ctypes
 import os
 import platform
 import secrets
-import shutil
 import socket
 import string
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,6 +238,4 @@ async def test_host_unaffected_after_the_attempts(sandboxed: Kernel, host: Host)
     assert (host.workspace / ".env").read_text() == f"API_KEY={host.secret}\n"
     assert (host.home / ".ssh" / "id_rsa").exists()
     assert not any(Path("/etc").glob("ipybox-*"))
-    assert sys.platform.startswith("linux")
-    assert shutil.which("bwrap") is not None
     await _assert_alive_and_clean(sandboxed)

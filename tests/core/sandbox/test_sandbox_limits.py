@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from conftest import require
 from ipybox_core.errors import KernelDied
 from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
 from ipybox_core.sandbox._cgroups import available_controllers
+from ipybox_core.sandbox._command import boot_source, rlimits
 
 pytestmark = pytest.mark.sandbox
 
@@ -84,3 +89,35 @@ async def test_total_memory_cgroup_stops_a_sandbox_whose_processes_together_exce
             await kernel.run("chunks = [b'x' * 2**20 for _ in range(1000)]")
     finally:
         await kernel.shutdown(now=True)
+
+
+def test_process_limit_for_a_non_root_user_counts_only_the_sandbox(workspace: Path) -> None:
+    """As non-root, RLIMIT_NPROC bounds a fork bomb; inside the user namespace it counts the sandbox's
+    processes only, not the user's other processes (30 here, more than the limit)."""
+    require(os.geteuid() == 0, "needs root to run the check as another user (uid 65534)")
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    require(python is not None and shutil.which("setpriv") is not None, "needs /usr/bin/python3 and setpriv")
+    assert python is not None
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    config = json.dumps({"rlimits": rlimits(ResourceLimits(max_processes=20), process_limit=True)})
+    spawn = (
+        "import subprocess\nchildren = []\ntry:\n    for _ in range(60):\n"
+        "        children.append(subprocess.Popen(['sleep', '5']))\nexcept OSError:\n    pass\n"
+        "finally:\n    [child.kill() for child in children]\nprint(len(children))"
+    )
+    bwrap = ["bwrap", "--die-with-parent", "--unshare-user", "--unshare-pid", "--cap-drop", "ALL"]
+    bwrap += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--"]
+    others = [subprocess.Popen([*nobody, "sleep", "30"]) for _ in range(30)]
+    try:
+        done = subprocess.run(
+            [*nobody, *bwrap, python, "-c", boot_source(), config, "--exec", python, "-c", spawn],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        for process in others:
+            process.kill()
+            process.wait()
+    assert 5 < int(done.stdout.strip()) < 20, done
