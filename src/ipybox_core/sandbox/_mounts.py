@@ -168,6 +168,13 @@ def plan_filesystem(
         _add_resolver(binds)
 
     ordered = _drop_redundant(binds.values())
+    for bind in ordered:
+        for system in policy.system_paths:
+            if bind.writable and system.exists() and system.resolve().is_relative_to(bind.source):
+                raise SandboxError(
+                    f"the writable path {bind.path} contains the system directory {system}: the sandbox "
+                    "could change the system; choose a narrower workspace or allow_write path"
+                )
     allowed_sockets = {path.absolute() for path in sockets} | {path.resolve() for path in sockets}
     hidden = tuple(
         item

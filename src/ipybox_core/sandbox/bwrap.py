@@ -1,6 +1,6 @@
 """The Linux backend: run the kernel in bubblewrap, confined by a :class:`SandboxPolicy`.
 
-Launch chain (all ``exec``, so the kernel's process is the one jupyter_client started)::
+Launch chain (each step ``exec``-s the next, so the process the Kernel started is bwrap's)::
 
     /bin/sh -c <join cgroups; open the options file on fd 3>   (host: joins the kernel's cgroups)
       bwrap --args 3 -- ...                                    (namespaces, mounts, --clearenv/--setenv)
@@ -82,9 +82,11 @@ class BwrapLauncher:
         self.bwrap = find_bwrap(bwrap)
         if not self.workspace.is_dir():
             raise SandboxError(f"the workspace {self.workspace} is not a directory")
-        limits = policy.limits
-        self._cgroup_controllers = available_controllers()
-        if limits.max_processes is not None and os.geteuid() == 0 and "pids" not in self._cgroup_controllers:
+        if (
+            policy.limits.max_processes is not None
+            and os.geteuid() == 0
+            and "pids" not in available_controllers()
+        ):
             raise SandboxUnavailable(
                 "cannot bound the sandbox's process count: the application runs as root (RLIMIT_NPROC "
                 "does not apply to root) and no writable pids cgroup is available. Run ipybox as a "

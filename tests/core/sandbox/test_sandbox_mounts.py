@@ -159,6 +159,7 @@ def test_extra_paths_read_only_and_writable(dirs: dict[str, Path]) -> None:
         ({"allow_read": ("/does/not/exist",)}, "allow_read path /does/not/exist does not exist"),
         ({"allow_write": ("/proc/self",)}, "private to the sandbox"),
         ({"allow_write": ("/tmp",)}, "private to the sandbox"),
+        ({"allow_write": ("/",)}, "contains the system directory"),
         ({"extra_hidden_paths": ("../rt",)}, "runtime directory .* would be invisible"),
     ],
 )
