@@ -24,3 +24,6 @@ def require(condition: bool, reason: str) -> None:
     if STRICT:
         pytest.fail(f"missing test prerequisite in strict mode: {reason}")
     pytest.skip(reason)
+
+
+pytest_plugins = ["servers.fixtures"]

@@ -1,45 +1,114 @@
-"""ipybox core: stateful IPython kernels, typed MCP tool APIs, per-call approvals, OS sandboxing."""
+"""ipybox core: stateful IPython kernels, typed MCP tool APIs, per-call approvals, OS sandboxing.
+
+The public API is importable from here (``from ipybox_core import CodeExecutor``). Names are
+loaded on first use, so that kernel-side modules (``ipybox_core.runtime``, imported by generated
+code inside the kernel) stay cheap to import.
+"""
 
 from __future__ import annotations
 
-from ipybox_core.errors import (
-    ApprovalError,
-    CodeError,
-    CodegenError,
-    ConfigError,
-    ExecutionTimeout,
-    ExecutorBusy,
-    ExecutorClosed,
-    IpyboxError,
-    KernelDied,
-    KernelError,
-    KernelStartError,
-    McpConnectionError,
-    McpServerError,
-    McpTimeout,
-    SandboxError,
-    SandboxUnavailable,
-    ToolError,
-    UnknownToolError,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ApprovalError",
-    "CodeError",
-    "CodegenError",
-    "ConfigError",
-    "ExecutionTimeout",
-    "ExecutorBusy",
-    "ExecutorClosed",
-    "IpyboxError",
-    "KernelDied",
-    "KernelError",
-    "KernelStartError",
-    "McpConnectionError",
-    "McpServerError",
-    "McpTimeout",
-    "SandboxError",
-    "SandboxUnavailable",
-    "ToolError",
-    "UnknownToolError",
-]
+if TYPE_CHECKING:
+    from ipybox_core.approval import (
+        ApprovalDecision,
+        ApprovalGate,
+        ApprovalPolicy,
+        ApprovalRequest,
+        ApprovalRules,
+        AuditLog,
+    )
+    from ipybox_core.errors import (
+        ApprovalError,
+        CodeError,
+        CodegenError,
+        ConfigError,
+        ExecutionCancelled,
+        ExecutionTimeout,
+        ExecutorBusy,
+        ExecutorClosed,
+        IpyboxError,
+        KernelDied,
+        KernelError,
+        KernelStartError,
+        McpConnectionError,
+        McpProtocolError,
+        McpServerError,
+        McpTimeout,
+        SandboxError,
+        SandboxUnavailable,
+        ToolError,
+        UnknownToolError,
+    )
+    from ipybox_core.executor import (
+        CodeExecutor,
+        DisplayOutput,
+        Execution,
+        ExecutionEvent,
+        ExecutionResult,
+        OutputChunk,
+        RegisteredServer,
+    )
+    from ipybox_core.mcp import McpServerConfig, load_mcp_config
+    from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
+
+_EXPORTS = {
+    "ipybox_core.approval": [
+        "ApprovalDecision",
+        "ApprovalGate",
+        "ApprovalPolicy",
+        "ApprovalRequest",
+        "ApprovalRules",
+        "AuditLog",
+    ],
+    "ipybox_core.errors": [
+        "ApprovalError",
+        "CodeError",
+        "CodegenError",
+        "ConfigError",
+        "ExecutionCancelled",
+        "ExecutionTimeout",
+        "ExecutorBusy",
+        "ExecutorClosed",
+        "IpyboxError",
+        "KernelDied",
+        "KernelError",
+        "KernelStartError",
+        "McpConnectionError",
+        "McpProtocolError",
+        "McpServerError",
+        "McpTimeout",
+        "SandboxError",
+        "SandboxUnavailable",
+        "ToolError",
+        "UnknownToolError",
+    ],
+    "ipybox_core.executor": [
+        "CodeExecutor",
+        "DisplayOutput",
+        "Execution",
+        "ExecutionEvent",
+        "ExecutionResult",
+        "OutputChunk",
+        "RegisteredServer",
+    ],
+    "ipybox_core.mcp": ["McpServerConfig", "load_mcp_config"],
+    "ipybox_core.sandbox": ["ResourceLimits", "SandboxPolicy"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ipybox_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,160 @@
+"""One running piece of code: an async iterator of events that can be paused for approvals and cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ExecutionCancelled
+from ipybox_core.executor.events import ExecutionEvent, ExecutionResult
+
+Emit = Callable[[ExecutionEvent], None]
+Driver = Callable[[Emit], Awaitable[ExecutionResult]]
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+class _End:
+    pass
+
+
+_END = _End()
+
+
+class Execution:
+    """Events of one execution, in order: output chunks, displays and approval requests as they
+    happen, then one :class:`ExecutionResult` (or the raised :class:`ExecutionTimeout`,
+    :class:`KernelDied` or :class:`ExecutionCancelled`).
+
+    The code runs in a background task from the first iteration on, so kernel output is consumed
+    even while the application thinks about an approval. Iterate it with ``async for``; use it as
+    an async context manager (or call :meth:`cancel`) to make sure an abandoned execution is
+    interrupted.
+    """
+
+    def __init__(
+        self,
+        driver: Driver,
+        on_finish: Callable[[Execution], None],
+        cancel_kernel: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._driver = driver
+        self._on_finish = on_finish
+        self._cancel_kernel = cancel_kernel
+        self._queue: asyncio.Queue[ExecutionEvent | _Failed | _End] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._pending: list[ApprovalRequest] = []
+        self._exhausted = False
+        self._cancelled = False
+        self.result: ExecutionResult | None = None
+        """The final result, once the execution finished successfully."""
+
+    # --- iteration --------------------------------------------------------------------------
+
+    def __aiter__(self) -> Execution:
+        return self
+
+    async def __anext__(self) -> ExecutionEvent:
+        if self._exhausted:
+            raise StopAsyncIteration
+        self.start()
+        item = await self._queue.get()
+        if isinstance(item, _End):
+            self._exhausted = True
+            raise StopAsyncIteration
+        if isinstance(item, _Failed):
+            self._exhausted = True
+            raise item.error
+        return item
+
+    async def __aenter__(self) -> Execution:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self.done:
+            await self.cancel()
+
+    # --- state ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start running the code (iteration starts it implicitly)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ipybox-execution")
+
+    @property
+    def done(self) -> bool:
+        """True once the code finished, failed or was cancelled."""
+        return self._task is not None and self._task.done()
+
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """Approval requests of this execution that still wait for a decision."""
+        return [request for request in self._pending if request.pending]
+
+    async def wait(self) -> ExecutionResult:
+        """Run to the end without consuming events; raises like iteration would."""
+        self.start()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+        result: ExecutionResult | None = None
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, _Failed):
+                self._exhausted = True
+                raise item.error
+            if isinstance(item, ExecutionResult):
+                result = item
+        self._exhausted = True
+        if result is None:
+            raise RuntimeError("the execution ended without a result")
+        return result
+
+    async def cancel(self, reason: str = "the execution was cancelled") -> None:
+        """Interrupt the code, reject its pending approvals and wait until the kernel is idle."""
+        if self._task is None:
+            self._exhausted = True
+            self._on_finish(self)
+            return
+        if self._task.done():
+            return
+        self._cancelled = True
+        for request in self.pending_approvals:
+            with contextlib.suppress(Exception):
+                await request.reject(reason)
+        await self._cancel_kernel()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._task)
+
+    # --- driver side ------------------------------------------------------------------------
+
+    def _emit(self, event: ExecutionEvent) -> None:
+        if isinstance(event, ApprovalRequest):
+            self._pending = [*self.pending_approvals, event]
+        self._queue.put_nowait(event)
+
+    async def _run(self) -> None:
+        try:
+            result = await self._driver(self._emit)
+        except BaseException as error:
+            self._queue.put_nowait(_Failed(error))
+            if not isinstance(error, Exception):
+                raise
+        else:
+            if self._cancelled:
+                self._queue.put_nowait(_Failed(ExecutionCancelled("the execution was cancelled")))
+            else:
+                self.result = result
+                self._queue.put_nowait(result)
+        finally:
+            self._queue.put_nowait(_END)
+            self._on_finish(self)

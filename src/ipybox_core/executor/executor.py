@@ -1,0 +1,357 @@
+"""CodeExecutor: the one object an application holds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ipybox_core.approval import ApprovalGate, ApprovalPolicy, ApprovalRequest, AuditLog
+from ipybox_core.codegen import (
+    GeneratedPackage,
+    api_reference,
+    generate_server_package,
+    kernel_reload_code,
+    remove_server_package,
+)
+from ipybox_core.errors import ExecutorBusy, ExecutorClosed, KernelDied
+from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
+from ipybox_core.executor.execution import Emit, Execution
+from ipybox_core.kernel import Deadline, DisplayData, Kernel, KernelConfig, OutputCollector, StreamText
+from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
+
+DEFAULT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class RegisteredServer:
+    """An MCP server known to the executor and the Python API generated for it."""
+
+    name: str
+    config: McpServerConfig
+    package: GeneratedPackage
+
+    @property
+    def module(self) -> str:
+        """Import path of the generated API, e.g. ``mcptools.github``."""
+        return f"{self.package.path.parent.name}.{self.package.module}"
+
+    @property
+    def reference(self) -> str:
+        """Compact signatures of this server's tools (see :meth:`CodeExecutor.api_reference`)."""
+        return api_reference([self.package], package=self.package.path.parent.name)
+
+
+class CodeExecutor:
+    """Runs code in a stateful IPython kernel whose MCP tool calls wait for your approval.
+
+    ``async with CodeExecutor(workspace="ws") as ex:`` starts the kernel (optionally sandboxed),
+    the tool server and the MCP connections; :meth:`register_mcp_server` generates a typed API
+    (``from mcptools.<server> import <tool>``) usable at once in the kernel; :meth:`stream` runs code
+    and yields its output and :class:`ApprovalRequest` events; :meth:`execute` runs code and
+    **approves every request itself** — use it only for trusted code or with ``approval="never"``
+    semantics in mind.
+
+    ``approval`` decides which MCP calls need a decision: ``"always"`` (default), ``"never"``,
+    :class:`ApprovalRules` or a callable. With ``approve_shell=True`` shell commands (``!cmd``,
+    ``%%bash``) are approval requests too. ``timeout`` is the default execution timeout in seconds;
+    time spent waiting for a decision does not count against it.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = False,
+        approval: ApprovalPolicy = "always",
+        approval_timeout: float | None = None,
+        audit_log: str | os.PathLike[str] | None = None,
+        approve_shell: bool = False,
+        mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        output_limit: int = 100_000,
+        kernel_env: Mapping[str, str] | None = None,
+        api_package: str = "mcptools",
+        connect_timeout: float = 30.0,
+        call_timeout: float = 300.0,
+        reset_cwd: bool = False,
+    ) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.sandbox: SandboxPolicy | None = resolve_sandbox(sandbox)
+        self.timeout = timeout
+        self.api_root = self.workspace / api_package
+        self._gate = ApprovalGate(
+            approval, timeout=approval_timeout, audit=AuditLog(audit_log) if audit_log is not None else None
+        )
+        self._registry = McpRegistry(connect_timeout=connect_timeout, call_timeout=call_timeout)
+        self._initial_servers = mcp_servers
+        self._approve_shell = approve_shell
+        self._output_limit = output_limit
+        self._kernel_env = dict(kernel_env or {})
+        self._reset_cwd = reset_cwd
+        self._servers: dict[str, RegisteredServer] = {}
+        self._kernel: Kernel | None = None
+        self._toolserver: Any = None
+        self._runtime_dir: Path | None = None
+        self._execution: Execution | None = None
+        self._stale_modules: set[str] = set()  # generated modules the kernel must forget
+        self._state: str = "new"
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> CodeExecutor:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the tool server and the kernel, and register ``mcp_servers``."""
+        if self._state != "new":
+            raise (
+                ExecutorClosed("an executor can be started once")
+                if self._state == "closed"
+                else RuntimeError("the executor is already started")
+            )
+        self._state = "starting"
+        from ipybox_core.toolserver import ToolServer
+
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self._runtime_dir = Path(tempfile.mkdtemp(prefix="ipybox-", dir=_short_tmp()))
+            self._toolserver = ToolServer(self._registry, self._gate)
+            await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
+            self._kernel = await Kernel.start(self._kernel_config())
+            for name, config in self._server_configs().items():
+                await self.register_mcp_server(name, config)
+        except BaseException:
+            await self.close()
+            raise
+        self._state = "running"
+
+    async def close(self) -> None:
+        """Stop everything: the running execution, the kernel, MCP servers, the tool server."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        if self._execution is not None and not self._execution.done:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._execution.cancel("the executor was closed"), 10)
+        if self._kernel is not None:
+            await self._kernel.shutdown()
+            self._kernel = None
+        await self._registry.aclose()
+        if self._toolserver is not None:
+            await self._toolserver.aclose()
+        if self._runtime_dir is not None:
+            shutil.rmtree(self._runtime_dir, ignore_errors=True)
+
+    aclose = close
+
+    # --- MCP servers ------------------------------------------------------------------------
+
+    async def register_mcp_server(
+        self, name: str, config: Mapping[str, Any] | McpServerConfig
+    ) -> RegisteredServer:
+        """Connect to an MCP server, generate its Python API and make it importable in the kernel.
+
+        Registering a name again replaces the server and its API.
+        """
+        parsed = parse_server_config(name, config)
+        tools = await self._registry.add(name, parsed)
+        package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
+        registered = RegisteredServer(name=name, config=parsed, package=package)
+        self._servers[name] = registered
+        self._stale_modules.add(package.module)
+        return registered
+
+    async def unregister_mcp_server(self, name: str) -> None:
+        """Disconnect a server and remove its generated API."""
+        registered = self._servers.pop(name, None)
+        await self._registry.remove(name)
+        if registered is not None:
+            await asyncio.to_thread(remove_server_package, name, self.api_root)
+            self._stale_modules.add(registered.package.module)
+
+    @property
+    def servers(self) -> dict[str, RegisteredServer]:
+        """The registered MCP servers by name."""
+        return dict(self._servers)
+
+    def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
+        """Compact Python signatures of the registered tools, for an agent's prompt."""
+        names = servers if servers is not None else sorted(self._servers)
+        packages = [self._servers[name].package for name in names]
+        return api_reference(packages, max_chars=max_chars, package=self.api_root.name)
+
+    # --- execution --------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """True while an execution runs or waits for approval."""
+        return self._execution is not None and not self._execution.done
+
+    def stream(self, code: str, *, timeout: float | None = None) -> Execution:
+        """Run ``code``; iterate the result for :class:`OutputChunk`, :class:`DisplayOutput`,
+        :class:`ApprovalRequest` events and finally the :class:`ExecutionResult`.
+
+        Raises :class:`ExecutorBusy` if another execution is still running: executions are not
+        queued. ``timeout`` defaults to the executor's; time waiting for approval is not counted.
+        """
+        self._check_running()
+        if self.busy:
+            raise ExecutorBusy(
+                "another execution is still running or waiting for approval; wait for it or cancel() it"
+            )
+        limit = timeout if timeout is not None else self.timeout
+
+        async def drive(emit: Emit) -> ExecutionResult:
+            return await self._drive(code, limit, emit)
+
+        execution = Execution(drive, self._finished, self._interrupt)
+        self._execution = execution
+        return execution
+
+    async def execute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
+        """Run ``code`` to the end, **accepting every approval request**; returns the result."""
+        result: ExecutionResult | None = None
+        async with self.stream(code, timeout=timeout) as execution:
+            async for event in execution:
+                if isinstance(event, ApprovalRequest):
+                    await event.accept()
+                elif isinstance(event, ExecutionResult):
+                    result = event
+        assert result is not None
+        return result
+
+    async def cancel(self) -> None:
+        """Cancel the running execution (if any): interrupt it and reject its pending approvals."""
+        if self._execution is not None:
+            await self._execution.cancel()
+
+    async def reset(self) -> None:
+        """Fresh kernel state; the generated API is kept and MCP servers restart on their next call."""
+        self._check_running()
+        await self.cancel()
+        assert self._kernel is not None
+        await self._kernel.restart()
+        self._stale_modules.clear()
+        await self._registry.restart()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self._state == "closed":
+            raise ExecutorClosed("the executor is closed")
+        if self._state != "running" and self._state != "starting":
+            raise RuntimeError(
+                "the executor is not started: use `async with CodeExecutor(...)` or `await start()`"
+            )
+
+    def _finished(self, execution: Execution) -> None:
+        if self._execution is execution:
+            self._execution = None
+
+    async def _interrupt(self) -> None:
+        if self._kernel is not None:
+            await self._kernel.interrupt()
+
+    def _server_configs(self) -> dict[str, Mapping[str, Any] | McpServerConfig]:
+        servers = self._initial_servers
+        if servers is None:
+            return {}
+        if isinstance(servers, (str, os.PathLike)):
+            return dict(load_mcp_config(Path(servers)))
+        return dict(servers)
+
+    def _kernel_config(self) -> KernelConfig:
+        assert self._runtime_dir is not None
+        assert self._toolserver is not None
+        env = {
+            **self._kernel_env,
+            "IPYBOX_TOOL_SERVER": self._toolserver.address,
+            "IPYBOX_TOOL_TOKEN": self._toolserver.token,
+        }
+        launcher = None
+        if self.sandbox is not None:
+            socket_path = self._runtime_dir / "tools.sock"
+            launcher = sandbox_launcher(self.sandbox, workspace=self.workspace, sockets=[socket_path])
+        return KernelConfig(
+            cwd=self.workspace,
+            env=env,
+            python_path=[self.api_root.parent],
+            launcher=launcher,
+            shell_approval=self._approve_shell,
+            output_limit=self._output_limit,
+            reset_cwd=self._reset_cwd,
+        )
+
+    async def _drive(self, code: str, timeout: float | None, emit: Emit) -> ExecutionResult:
+        assert self._kernel is not None
+        deadline = Deadline(timeout) if timeout is not None else None
+        waiting: set[str] = set()
+
+        def on_decided(request: ApprovalRequest) -> None:
+            waiting.discard(request.id)
+            if deadline is not None and not waiting:
+                deadline.resume()
+
+        def on_request(request: ApprovalRequest) -> None:
+            if deadline is not None and not waiting:
+                deadline.pause()
+            waiting.add(request.id)
+            request.add_done_callback(on_decided)
+            emit(request)
+
+        if self._stale_modules:
+            await self._refresh_modules()
+        self._gate.listen(on_request)
+        try:
+            collector = OutputCollector(self._output_limit)
+            async with contextlib.aclosing(self._kernel.execute(code, deadline)) as events:
+                async for event in events:
+                    collector.add(event)
+                    if isinstance(event, StreamText):
+                        emit(OutputChunk(event.text, event.name))
+                    elif isinstance(event, DisplayData):
+                        emit(DisplayOutput(event.data, event.metadata))
+        finally:
+            self._gate.listen(None)
+        output = collector.output()
+        return ExecutionResult(
+            text=output.text,
+            images=list(output.images),
+            error=output.error,
+            displays=[DisplayOutput(d.data, d.metadata) for d in output.displays],
+            execution_count=output.execution_count,
+            omitted_chars=output.omitted_chars,
+        )
+
+    async def _refresh_modules(self) -> None:
+        """Make re-generated API modules importable in the running kernel."""
+        assert self._kernel is not None
+        code = "".join(
+            kernel_reload_code(module, self.api_root.name) for module in sorted(self._stale_modules)
+        )
+        self._stale_modules.clear()
+        with contextlib.suppress(KernelDied):
+            await self._kernel.run(code, silent=True)
+
+
+def _short_tmp() -> str:
+    """A directory whose paths stay well below the 107-byte unix socket path limit."""
+    for candidate in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
+        if candidate and os.path.isdir(candidate) and len(candidate) < 40 and os.access(candidate, os.W_OK):
+            return candidate
+    return tempfile.gettempdir()
