@@ -64,6 +64,10 @@ class CodeExecutor:
     :class:`ApprovalRules` or a callable. With ``approve_shell=True`` shell commands (``!cmd``,
     ``%%bash``) are approval requests too. ``timeout`` is the default execution timeout in seconds;
     time spent waiting for a decision does not count against it.
+
+    MCP server configs may use ``${VAR}`` placeholders, filled from ``mcp_env`` (default: the
+    host's environment). The kernel sees none of that: its environment is only ``kernel_env`` plus
+    what the kernel needs to run.
     """
 
     def __init__(
@@ -76,6 +80,7 @@ class CodeExecutor:
         audit_log: str | os.PathLike[str] | None = None,
         approve_shell: bool = False,
         mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
+        mcp_env: Mapping[str, str] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         output_limit: int = 100_000,
         kernel_env: Mapping[str, str] | None = None,
@@ -91,7 +96,10 @@ class CodeExecutor:
         self._gate = ApprovalGate(
             approval, timeout=approval_timeout, audit=AuditLog(audit_log) if audit_log is not None else None
         )
-        self._registry = McpRegistry(connect_timeout=connect_timeout, call_timeout=call_timeout)
+        self._mcp_env = mcp_env
+        self._registry = McpRegistry(
+            connect_timeout=connect_timeout, call_timeout=call_timeout, environ=mcp_env
+        )
         self._initial_servers = mcp_servers
         self._approve_shell = approve_shell
         self._output_limit = output_limit
@@ -168,7 +176,7 @@ class CodeExecutor:
 
         Registering a name again replaces the server and its API.
         """
-        parsed = parse_server_config(name, config)
+        parsed = parse_server_config(name, config, environ=self._mcp_env)
         tools = await self._registry.add(name, parsed)
         package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
         registered = RegisteredServer(name=name, config=parsed, package=package)
@@ -272,7 +280,7 @@ class CodeExecutor:
         if servers is None:
             return {}
         if isinstance(servers, (str, os.PathLike)):
-            return dict(load_mcp_config(Path(servers)))
+            return dict(load_mcp_config(Path(servers), environ=self._mcp_env))
         return dict(servers)
 
     def _kernel_config(self) -> KernelConfig:
