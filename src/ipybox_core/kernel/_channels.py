@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import zmq
@@ -11,6 +12,7 @@ from jupyter_client.session import Session
 from ipybox_core.kernel._launch import ConnectionInfo
 
 Message = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 # zmq retries connecting every RECONNECT_IVL ms until the kernel has bound its sockets; the default
 # (100 ms) would add up to that much to every start.
@@ -50,8 +52,12 @@ class KernelChannels:
         if not ready and not await socket.poll(max(0, int(timeout * 1000))):
             return None
         frames = await socket.recv_multipart(copy=True)
-        _, parts = self.session.feed_identities(frames, copy=True)
-        message: Message = self.session.deserialize(parts, content=True, copy=True)
+        try:
+            _, parts = self.session.feed_identities(frames, copy=True)
+            message: Message = self.session.deserialize(parts, content=True, copy=True)
+        except ValueError as exc:  # unsigned, wrongly signed or malformed: not from our kernel
+            logger.warning("dropped an unreadable kernel message: %s", exc)
+            return None
         return message
 
     def close(self) -> None:

@@ -20,9 +20,9 @@ MPL_INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 # Longest unix socket path: sun_path is 108 bytes on Linux, 104 on macOS (with the trailing NUL).
 _SUN_PATH_MAX = 103 if sys.platform == "darwin" else 107
-# The socket suffix after the kernel's socket base ("-5"); the tool server's "tools.sock" is shorter
-# than the base name "kernel-xxxxxx".
-_SOCKET_NAME_ROOM = 2
+# Room after "<runtime dir>/kernel-xxxxxx." for the process number and the socket suffix ("123456-5").
+# The tool server's "tools.sock" is shorter than all of it.
+_SOCKET_NAME_ROOM = 8
 _CHANNEL_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 _HOST_VARIABLES = ("HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 _BOOTSTRAP_SOURCE = Path(__file__).with_name("_kernel_bootstrap.py")
@@ -42,9 +42,10 @@ class KernelFiles:
     def connection_file(self) -> Path:
         return self.runtime_dir / f"{self.name}.json"
 
-    @property
-    def socket_base(self) -> str:
-        return str(self.runtime_dir / self.name)
+    def socket_base(self, generation: int) -> str:
+        """Each kernel process gets sockets of its own: channels to a replaced process must never
+        reconnect to its successor."""
+        return str(self.runtime_dir / f"{self.name}.{generation}")
 
     @property
     def log(self) -> Path:
@@ -58,18 +59,17 @@ class KernelFiles:
     def ipython_dir(self) -> Path:
         return self.runtime_dir / f"{self.name}_ipython"
 
-    def sockets(self) -> list[Path]:
-        return [Path(f"{self.socket_base}-{port}") for port in _CHANNEL_PORTS.values()]
-
     def remove(self) -> None:
         """Delete the directory if the kernel created it, else only the kernel's own files."""
         if self.owns_dir:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
             return
-        for path in (self.connection_file, self.log, self.bootstrap, *self.sockets()):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        shutil.rmtree(self.ipython_dir, ignore_errors=True)
+        for path in self.runtime_dir.glob(f"{self.name}*"):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,14 @@ class ConnectionInfo:
     """Where and how to talk to one kernel incarnation (ipc transport)."""
 
     ip: str
-    """Absolute path prefix of the ipc sockets (``<runtime dir>/kernel-<id>``, then ``-1`` .. ``-5``)."""
+    """Absolute path prefix of the ipc sockets (``<runtime dir>/kernel-<id>.<n>``, then ``-1`` .. ``-5``)."""
     key: str
 
     def address(self, channel: str) -> str:
         return f"ipc://{self.ip}-{_CHANNEL_PORTS[channel + '_port']}"
+
+    def sockets(self) -> list[Path]:
+        return [Path(f"{self.ip}-{port}") for port in _CHANNEL_PORTS.values()]
 
 
 def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
@@ -102,7 +105,7 @@ def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
             raise ConfigError(f"cannot create a kernel runtime directory in {parent}: {exc}") from None
         path.chmod(0o700)
         files = KernelFiles(path, owns_dir=True, name=name)
-    if len(os.fsencode(files.socket_base)) + _SOCKET_NAME_ROOM > _SUN_PATH_MAX:
+    if len(os.fsencode(files.socket_base(0))) + _SOCKET_NAME_ROOM > _SUN_PATH_MAX:
         files.remove()
         raise ConfigError(
             f"the kernel runtime directory {path} is too long for unix socket paths "
@@ -111,12 +114,9 @@ def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
     return files
 
 
-def write_connection_file(files: KernelFiles) -> ConnectionInfo:
-    """Write a fresh connection file (new key) and remove sockets a dead kernel left behind."""
-    ip = files.socket_base
-    for socket in files.sockets():
-        with contextlib.suppress(FileNotFoundError):
-            socket.unlink()
+def write_connection_file(files: KernelFiles, generation: int) -> ConnectionInfo:
+    """Write the connection file for the kernel's ``generation``-th process (fresh key, sockets)."""
+    ip = files.socket_base(generation)
     info = ConnectionInfo(ip=ip, key=secrets.token_hex(32))
     content = {
         **_CHANNEL_PORTS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -31,6 +32,7 @@ from ipybox_core.errors import (
 from ipybox_core.kernel._channels import KernelChannels
 from ipybox_core.kernel._iopub import display_event, error_event, stream_name
 from ipybox_core.kernel._launch import (
+    ConnectionInfo,
     KernelFiles,
     kernel_argv,
     kernel_environment,
@@ -53,7 +55,10 @@ logger = logging.getLogger(__name__)
 _PACKAGE_DIR = Path(ipybox_core.__file__).parent
 # How often a waiting execution checks the deadline and whether the kernel process still lives.
 _POLL_INTERVAL = 0.1
+# How often a timed-out execution is interrupted again until it reacts (or the grace period ends).
+_INTERRUPT_REPEAT = 1.0
 _LOG_TAIL_CHARS = 3000
+_REPLY_TIMEOUT = 30.0
 _EXIT_CODE = (
     "(lambda shell, gc, os: (shell.reset(new_session=False), gc.collect(), os._exit(0)))"
     "(get_ipython(), __import__('gc'), __import__('os'))"
@@ -66,6 +71,7 @@ class _Incarnation:
 
     process: KernelProcess
     channels: KernelChannels
+    connection: ConnectionInfo
     generation: int
     in_use: bool = False
     """An execution is reading from the channels (they must not be closed under it)."""
@@ -87,6 +93,9 @@ def _discard(incarnation: _Incarnation) -> None:
     incarnation.retired = True
     if not incarnation.in_use:
         incarnation.channels.close()
+    for socket in incarnation.connection.sockets():  # a killed kernel leaves them behind
+        with contextlib.suppress(FileNotFoundError):
+            socket.unlink()
 
 
 def _release(resources: _Resources) -> None:
@@ -179,7 +188,8 @@ class Kernel:
     async def _launch(self) -> _Incarnation:
         """Start a kernel process in the runtime directory and wait until it is ready."""
         files = self._files
-        connection = write_connection_file(files)
+        generation = self._generation + 1
+        connection = write_connection_file(files, generation)
         bootstrap = write_bootstrap(files, self.config, self._cwd)
         env = kernel_environment(
             self.config,
@@ -205,8 +215,8 @@ class Kernel:
             process = KernelProcess(spec.argv, env=spec.env, cwd=spec.cwd, log_path=self.log_path)
         except OSError as exc:
             raise KernelStartError(f"cannot launch the kernel ({spec.argv[0]}): {exc}") from exc
-        self._generation += 1
-        incarnation = _Incarnation(process, KernelChannels(connection), self._generation)
+        self._generation = generation
+        incarnation = _Incarnation(process, KernelChannels(connection), connection, generation)
         self._resources.incarnation = incarnation
         try:
             await self._wait_ready(incarnation)
@@ -420,16 +430,20 @@ class Kernel:
             )
             limiter = StreamLimiter(self.config.output_limit)
             interrupted_at: float | None = None
+            last_interrupt = 0.0
             while True:
-                if deadline is not None and interrupted_at is None and deadline.expired:
-                    self._send_interrupt(incarnation)
-                    interrupted_at = time.monotonic()
-                grace = self.config.interrupt_grace
-                if interrupted_at is not None and time.monotonic() - interrupted_at > grace:
-                    assert deadline is not None
-                    ended = True
-                    self._end_execution(incarnation, abandoned=False)
-                    raise await self._timeout_by_restart(deadline)
+                if deadline is not None and deadline.expired:
+                    now = time.monotonic()
+                    if interrupted_at is None:
+                        interrupted_at = now
+                    if now - last_interrupt >= _INTERRUPT_REPEAT:
+                        # Repeated: a signal that lands before the code started running is lost.
+                        self._send_interrupt(incarnation)
+                        last_interrupt = now
+                    if now - interrupted_at > self.config.interrupt_grace:
+                        ended = True
+                        self._end_execution(incarnation, abandoned=False)
+                        raise await self._timeout_by_restart(deadline)
                 wait = _POLL_INTERVAL
                 if deadline is not None and interrupted_at is None:
                     wait = min(wait, deadline.remaining())
@@ -443,6 +457,9 @@ class Kernel:
                 if msg_type == "status":
                     if content.get("execution_state") == "idle":
                         break
+                elif msg_type == "execute_input":
+                    if interrupted_at is not None:  # timed out before the code even started
+                        self._send_interrupt(incarnation)
                 elif msg_type == "stream":
                     chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
                     if chunk is not None:
@@ -499,13 +516,16 @@ class Kernel:
             self._send_interrupt(incarnation)
 
     async def _receive_reply(self, incarnation: _Incarnation, msg_id: str) -> dict[str, Any]:
+        """The execute reply; the kernel sends it before it reports idle, so it is due already."""
         channels = incarnation.channels
-        while True:
+        give_up = time.monotonic() + _REPLY_TIMEOUT
+        while time.monotonic() < give_up:
             message = await channels.receive(channels.shell, _POLL_INTERVAL)
             if message is None:
                 self._check_incarnation(incarnation)
             elif message["parent_header"].get("msg_id") == msg_id:
                 return dict(message["content"])
+        raise KernelError(f"the kernel finished the execution but sent no reply within {_REPLY_TIMEOUT:g} s")
 
     def _check_incarnation(self, incarnation: _Incarnation) -> None:
         """Raise if the kernel serving an execution was replaced or died."""

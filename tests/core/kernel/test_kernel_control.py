@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from ipybox_core.errors import ExecutionTimeout
+from ipybox_core.errors import ExecutionTimeout, KernelError
 from ipybox_core.kernel import (
     Deadline,
     ExecutionError,
@@ -113,3 +114,29 @@ async def test_code_ignoring_interrupts_gets_the_kernel_restarted() -> None:
         assert kernel.is_alive
         output = await kernel.run("lost")
         assert output.error is not None and output.error.ename == "NameError"
+
+
+async def test_zero_timeout_still_interrupts_promptly(kernel: Kernel) -> None:
+    # The interrupt is sent before the code started; it is repeated once the code runs.
+    with pytest.raises(ExecutionTimeout) as raised:
+        await kernel.run("import time\nwhile True: time.sleep(0.001)", timeout=0)
+    assert "restarted" not in str(raised.value)
+
+
+async def test_restart_during_an_execution_ends_it_with_an_error(kernel: Kernel) -> None:
+    events = kernel.execute("print('running', flush=True)\nwhile True: pass")
+    assert await anext(events) == StreamText("stdout", "running\n")
+    await kernel.restart()
+    with pytest.raises(KernelError, match="restarted or shut down"):
+        await anext(events)
+    assert (await kernel.run("'after restart'")).text == "'after restart'\n"
+
+
+async def test_environment_updates_survive_restarts(kernel: Kernel, tmp_path: Path) -> None:
+    (tmp_path / "survivor_module.py").write_text("NAME = 'survivor'\n")
+    await kernel.update_environment({"TOOL_SERVER_ADDRESS": "unix:/x"}, python_path=[tmp_path])
+    await kernel.restart()
+    output = await kernel.run(
+        "import os, survivor_module\nprint(os.environ['TOOL_SERVER_ADDRESS'], survivor_module.NAME)"
+    )
+    assert output.text == "unix:/x survivor\n"

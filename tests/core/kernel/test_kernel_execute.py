@@ -239,7 +239,9 @@ async def test_huge_output_is_truncated_head_and_tail(kernel: Kernel) -> None:
 
 
 async def test_huge_subprocess_output_is_truncated_too(kernel: Kernel) -> None:
-    output = await kernel.run("import subprocess\nsubprocess.run('yes | head -n 300000; echo END', shell=True)")
+    output = await kernel.run(
+        "import subprocess\nsubprocess.run('yes | head -n 300000; echo END', shell=True)"
+    )
     assert output.omitted_chars > 500_000
     assert output.text.startswith("y\ny\n")
     assert output.text.endswith("y\nEND\n")
@@ -286,3 +288,13 @@ def _peak_rss_mb() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) // 1024
     raise AssertionError("no VmHWM in /proc/self/status")
+
+
+async def test_cwd_changes_persist_unless_reset_cwd(kernel: Kernel, workspace: Path, tmp_path: Path) -> None:
+    await kernel.run(f"import os; os.chdir({str(tmp_path)!r})")
+    assert (await kernel.run("import os; print(os.getcwd())")).text == f"{tmp_path}\n"
+    await kernel.run(f"os.chdir({str(workspace)!r})")
+
+    async with Kernel(KernelConfig(cwd=workspace, reset_cwd=True)) as resetting:
+        await resetting.run(f"import os; os.chdir({str(tmp_path)!r})")
+        assert (await resetting.run("print(os.getcwd())")).text == f"{workspace}\n"
