@@ -98,13 +98,6 @@ class KernelProcess:
                 stack.append(child.pid)
         return found
 
-    def kill_descendants(self) -> None:
-        """SIGKILL every process the kernel started (its group, its session, its descendants)."""
-        for stat in self._victims(()):
-            if stat.pid != self.pid and _same_process(stat):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(stat.pid, signal.SIGKILL)
-
     def _victims(self, known_descendants: Sequence[_ProcStat]) -> list[_ProcStat]:
         victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants())}
         for stat in _process_table():

@@ -43,6 +43,7 @@ from ipybox_core.kernel._launch import (
 from ipybox_core.kernel._process import KernelProcess, _ProcStat
 from ipybox_core.kernel._stream_limit import StreamLimiter
 from ipybox_core.kernel._text import strip_ansi
+from ipybox_core.kernel._timeout_guard import TimeoutGuard
 from ipybox_core.kernel._traceback import hidden_path_prefixes
 from ipybox_core.kernel.config import KernelConfig
 from ipybox_core.kernel.deadline import Deadline, as_deadline
@@ -55,8 +56,6 @@ logger = logging.getLogger(__name__)
 _PACKAGE_DIR = Path(ipybox_core.__file__).parent
 # How often a waiting execution checks the deadline and whether the kernel process still lives.
 _POLL_INTERVAL = 0.1
-# How often a timed-out execution is interrupted again until it reacts (or the grace period ends).
-_INTERRUPT_REPEAT = 1.0
 _LOG_TAIL_CHARS = 3000
 _REPLY_TIMEOUT = 30.0
 _EXIT_CODE = (
@@ -308,8 +307,8 @@ class Kernel:
             self._finalizer()
 
     async def _stop_politely(self, incarnation: _Incarnation) -> None:
-        # Children first: they may hold the kernel's output pipes open.
-        incarnation.process.kill_descendants()
+        # Remembered now: once the kernel exited, its children are re-parented and untraceable.
+        incarnation.known_descendants = incarnation.process.descendants()
         channels = incarnation.channels
         # Not a shutdown_request: ipykernel 7's shutdown sometimes deadlocks (the control thread
         # flushes into the already stopped iopub thread). Dropping the user namespace finalises
@@ -429,58 +428,35 @@ class Kernel:
                 },
             )
             limiter = StreamLimiter(self.config.output_limit)
-            interrupted_at: float | None = None
-            last_interrupt = 0.0
+            guard = TimeoutGuard(
+                deadline, self.config.interrupt_grace, lambda: self._send_interrupt(incarnation)
+            )
             while True:
-                if deadline is not None and deadline.expired:
-                    now = time.monotonic()
-                    if interrupted_at is None:
-                        interrupted_at = now
-                    if now - last_interrupt >= _INTERRUPT_REPEAT:
-                        # Repeated: a signal that lands before the code started running is lost.
-                        self._send_interrupt(incarnation)
-                        last_interrupt = now
-                    if now - interrupted_at > self.config.interrupt_grace:
-                        ended = True
-                        self._end_execution(incarnation, abandoned=False)
-                        raise await self._timeout_by_restart(deadline)
-                wait = _POLL_INTERVAL
-                if deadline is not None and interrupted_at is None:
-                    wait = min(wait, deadline.remaining())
-                message = await channels.receive(channels.iopub, wait)
+                if guard.check():
+                    assert deadline is not None
+                    ended = True
+                    self._end_execution(incarnation, abandoned=False)
+                    raise await self._timeout_by_restart(deadline)
+                message = await channels.receive(channels.iopub, guard.wait_time(_POLL_INTERVAL))
                 if message is None:
                     self._check_incarnation(incarnation)
                     continue
                 if message["parent_header"].get("msg_id") != msg_id:
                     continue
                 msg_type, content = message["msg_type"], message["content"]
-                if msg_type == "status":
-                    if content.get("execution_state") == "idle":
-                        break
-                elif msg_type == "execute_input":
-                    if interrupted_at is not None:  # timed out before the code even started
-                        self._send_interrupt(incarnation)
-                elif msg_type == "stream":
-                    chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
-                    if chunk is not None:
-                        yield chunk
-                elif msg_type == "error":
-                    if interrupted_at is None:  # an interrupt of ours is reported as a timeout
-                        yield error_event(content, self._hidden_prefixes)
-                else:
-                    display = display_event(msg_type, content, self.config.output_limit)
-                    if isinstance(display, OutputTruncated):
-                        for event in limiter.upstream_truncation(display.omitted_chars):
-                            yield event
-                    elif display is not None:
-                        yield display
+                if msg_type == "status" and content.get("execution_state") == "idle":
+                    break
+                if msg_type == "execute_input":
+                    guard.code_started()
+                for event in self._output_events(msg_type, content, limiter, guard.interrupted):
+                    yield event
             reply = await self._receive_reply(incarnation, msg_id)
             for event in limiter.finish():
                 yield event
             status = reply.get("status", "error")
             ended = True
             self._end_execution(incarnation, abandoned=False)
-            if interrupted_at is not None:  # even if the code swallowed the KeyboardInterrupt
+            if guard.interrupted:  # even if the code swallowed the KeyboardInterrupt
                 assert deadline is not None
                 raise ExecutionTimeout(
                     f"the code ran longer than its {deadline.seconds:g} s timeout and was interrupted; "
@@ -495,6 +471,21 @@ class Kernel:
         finally:
             if not ended:
                 self._end_execution(incarnation, abandoned=True)
+
+    def _output_events(
+        self, msg_type: str, content: dict[str, Any], limiter: StreamLimiter, timed_out: bool
+    ) -> list[KernelEvent]:
+        """The events for one iopub message of the running execution."""
+        if msg_type == "stream":
+            chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
+            return [chunk] if chunk is not None else []
+        if msg_type == "error":
+            # After a timeout the KeyboardInterrupt is ours: it is reported as ExecutionTimeout.
+            return [] if timed_out else [error_event(content, self._hidden_prefixes)]
+        display = display_event(msg_type, content, self.config.output_limit)
+        if isinstance(display, OutputTruncated):
+            return limiter.upstream_truncation(display.omitted_chars)
+        return [display] if display is not None else []
 
     async def _wait_until_not_busy(self) -> None:
         # An iterator abandoned without aclose() is finalised by the event loop a moment later.

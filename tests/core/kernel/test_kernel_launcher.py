@@ -87,11 +87,13 @@ async def test_message_interrupt_reaches_the_kernel_through_the_wrapper(kernel: 
     assert kernel.is_alive
 
 
-async def test_shutdown_ends_wrapper_and_kernel(launcher: EnvMovingWrapper, tmp_path: Path) -> None:
+async def test_shutdown_ends_wrapper_and_kernel_cleanly(launcher: EnvMovingWrapper, tmp_path: Path) -> None:
     kernel = await Kernel.start(KernelConfig(cwd=tmp_path, launcher=launcher))  # type: ignore[arg-type]
     wrapper = kernel.pid
     assert wrapper is not None
+    await kernel.run("handle = open('unclosed.txt', 'w')\nhandle.write('flushed at exit')")
     inner = descendants(wrapper)
     assert inner
     await kernel.shutdown()
     assert not any(is_running(pid) for pid in {wrapper, *inner})
+    assert (tmp_path / "unclosed.txt").read_text() == "flushed at exit", "the kernel exited, not killed"
