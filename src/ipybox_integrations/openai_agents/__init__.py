@@ -1,0 +1,48 @@
+"""ipybox for the OpenAI Agents SDK: ``execute_code`` with each MCP call approved as an interruption.
+
+```python
+from agents import Agent, Runner
+from ipybox_integrations.openai_agents import CodeActionTool
+
+code = CodeActionTool(executor)
+agent = Agent(name="analyst", instructions=code.instructions("You are a data analyst."), tools=[code.tool])
+result = await Runner.run(agent, "...")
+while result.interruptions:
+    state = result.to_state()
+    for item in result.interruptions:  # item.tool_name / item.arguments are the MCP call's
+        state.approve(item)  # or state.reject(item, rejection_message="...")
+    result = await Runner.run(agent, state)
+```
+
+Requires ``pip install ipybox[openai-agents]``.
+"""
+
+from __future__ import annotations
+
+try:
+    import agents as _agents  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised by simulating the missing package
+    raise ImportError(
+        "ipybox_integrations.openai_agents needs the OpenAI Agents SDK: pip install 'ipybox[openai-agents]'"
+    ) from error
+
+from ipybox_integrations.openai_agents._driver import EventHook
+from ipybox_integrations.openai_agents._output import ImageDetail
+from ipybox_integrations.openai_agents._proxies import McpApprovalPolicy, proxy_identity
+from ipybox_integrations.openai_agents._tool import (
+    CodeActionTool,
+    CodeApprovalPolicy,
+    ExecuteCodeArgs,
+    Instructions,
+)
+
+__all__ = [
+    "CodeActionTool",
+    "CodeApprovalPolicy",
+    "EventHook",
+    "ExecuteCodeArgs",
+    "ImageDetail",
+    "Instructions",
+    "McpApprovalPolicy",
+    "proxy_identity",
+]

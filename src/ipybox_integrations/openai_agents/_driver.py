@@ -1,0 +1,224 @@
+"""Runs code in the executor, one nested "model turn" per stop: an MCP call to approve, or the end.
+
+The hidden kernel agent's :class:`KernelModel` asks :meth:`KernelDriver.step` what it "generates".
+A fresh ``execute_code`` invocation starts the code; each held MCP call becomes a function call of
+the matching proxy tool (call id ``ipybox-<execution>-<n>``) and the execution is parked under that
+id. When the SDK resumes with the proxy's output, the driver rejects the request if the proxy did
+not run (the user rejected it; the output is the rejection message) and continues the parked
+execution to its next stop. The finished execution becomes the nested run's final message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from agents import TResponseInputItem
+from agents.items import TResponseOutputItem
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ApprovalError, IpyboxError
+from ipybox_core.executor import CodeExecutor, Execution, ExecutionEvent, ExecutionResult
+from ipybox_integrations._session import (
+    BUSY_MESSAGE,
+    RenderedResult,
+    SuspendedExecutions,
+    describe_failure,
+    render_result,
+    start_execution,
+)
+from ipybox_integrations.openai_agents._proxies import ProxyTools, request_identity
+
+logger = logging.getLogger(__name__)
+
+EventHook: TypeAlias = Callable[[ExecutionEvent], "Awaitable[None] | None"]
+"""Receives every event of an execution as it happens (output, displays, approval requests, result)."""
+
+CALL_PREFIX = "ipybox-"
+LOST_MESSAGE = (
+    "Error: the execution that waited for this approval no longer exists (it was cancelled or "
+    "abandoned, the executor was closed, or the state was resumed in another process). The rest of "
+    "its code did not run; check the kernel state before continuing."
+)
+DEFAULT_REJECTION = "the user rejected the call"
+UNKNOWN_TOOL_REASON = (
+    "this MCP server was registered after execute_code started; call execute_code again to use it"
+)
+
+
+@dataclass
+class Invocation:
+    """One invocation of the ``execute_code`` tool (a fresh call or a resume after a decision)."""
+
+    call_id: str
+    execution: Execution | None = None
+    waiting_on: str | None = None
+    """The nested call id the execution is parked under, if it stopped for an approval."""
+    rendered: RenderedResult | None = None
+    """The finished execution's text and images."""
+
+
+_current: ContextVar[Invocation | None] = ContextVar("ipybox_openai_agents_invocation", default=None)
+
+
+@contextlib.contextmanager
+def invocation_scope(invocation: Invocation) -> Any:
+    """Make ``invocation`` the current one for the nested run started inside this block."""
+    token = _current.set(invocation)
+    try:
+        yield invocation
+    finally:
+        _current.reset(token)
+
+
+def current_invocation() -> Invocation | None:
+    return _current.get()
+
+
+class KernelDriver:
+    """Turns executions into nested model outputs; see the module docstring."""
+
+    def __init__(
+        self,
+        executor: CodeExecutor,
+        suspended: SuspendedExecutions,
+        proxies: ProxyTools,
+        *,
+        ask: bool,
+        timeout: float | None,
+        on_event: EventHook | None,
+    ) -> None:
+        self._executor = executor
+        self._suspended = suspended
+        self._proxies = proxies
+        self._ask = ask
+        self._timeout = timeout
+        self._on_event = on_event
+
+    async def step(self, model_input: str | list[TResponseInputItem]) -> list[TResponseOutputItem]:
+        """The nested model's next output for ``model_input`` (the nested run's history)."""
+        items = [_as_dict(item) for item in model_input] if isinstance(model_input, list) else []
+        last = items[-1] if items else {"role": "user", "content": model_input}
+        invocation = current_invocation() or Invocation(call_id="")
+        if last.get("type") == "function_call_output":
+            return await self._resume(str(last.get("call_id")), _text_of(last.get("output")), invocation)
+        return await self._start(_code_of(last.get("content")), invocation)
+
+    async def _start(self, code: str, invocation: Invocation) -> list[TResponseOutputItem]:
+        await self._suspended.sweep()  # executions abandoned long ago must not block this one
+        execution = start_execution(self._executor, code, self._timeout)
+        if execution is None:
+            return [_message(BUSY_MESSAGE)]
+        invocation.execution = execution
+        return await self._advance(uuid.uuid4().hex[:12], 0, execution, invocation)
+
+    async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
+        parked = self._suspended.get(call_id)
+        await self._suspended.take(call_id)
+        if parked is None:
+            return [_message(LOST_MESSAGE)]
+        request = parked.request
+        if request is not None and request.pending:  # the proxy did not run: the user rejected the call
+            with contextlib.suppress(ApprovalError):
+                await request.reject(output or DEFAULT_REJECTION)
+        invocation.execution = parked.execution
+        execution_id, count = _parse_call_id(call_id)
+        return await self._advance(execution_id, count, parked.execution, invocation)
+
+    async def _advance(
+        self, execution_id: str, count: int, execution: Execution, invocation: Invocation
+    ) -> list[TResponseOutputItem]:
+        try:
+            async for event in execution:
+                await self._notify(event)
+                if isinstance(event, ApprovalRequest):
+                    if not self._ask:
+                        with contextlib.suppress(ApprovalError):  # it may have expired already
+                            await event.accept()
+                    elif not self._proxies.knows(event):
+                        with contextlib.suppress(ApprovalError):
+                            await event.reject(UNKNOWN_TOOL_REASON)
+                    else:
+                        count += 1
+                        call_id = f"{CALL_PREFIX}{execution_id}-{count}"
+                        await self._suspended.park(call_id, execution, event)
+                        invocation.waiting_on = call_id
+                        return [_function_call(call_id, event)]
+                elif isinstance(event, ExecutionResult):
+                    invocation.rendered = render_result(event)
+                    return [_message(invocation.rendered.text)]
+        except IpyboxError as error:  # ExecutionTimeout, KernelDied, ExecutionCancelled
+            return [_message(describe_failure(error))]
+        return [_message("Error: the execution ended without a result.")]
+
+    async def _notify(self, event: ExecutionEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            outcome = self._on_event(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # a broken UI hook must not break the execution
+            logger.exception("on_event hook failed for %r", event)
+
+
+def _function_call(call_id: str, request: ApprovalRequest) -> ResponseFunctionToolCall:
+    name, namespace = request_identity(request)
+    return ResponseFunctionToolCall(
+        type="function_call",
+        id=call_id,
+        call_id=call_id,
+        name=name,
+        namespace=namespace,
+        arguments=json.dumps(request.args, ensure_ascii=False, default=str),
+        status="completed",
+    )
+
+
+def _message(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="ipybox-kernel-output",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def _parse_call_id(call_id: str) -> tuple[str, int]:
+    execution_id, _, count = call_id.removeprefix(CALL_PREFIX).rpartition("-")
+    return execution_id, int(count)
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    dumped: dict[str, Any] = item.model_dump(exclude_unset=True)
+    return dumped
+
+
+def _text_of(value: Any) -> str:
+    """Text of a message content or tool output: a string or a list of text parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(str(part.get("text", "")) for part in value if isinstance(part, dict))
+    return "" if value is None else str(value)
+
+
+def _code_of(content: Any) -> str:
+    """The code of a fresh invocation: the nested run's input is ``{"code": ...}`` as JSON."""
+    text = _text_of(content)
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return str(arguments.get("code", "")) if isinstance(arguments, dict) else text

@@ -1,0 +1,26 @@
+"""An execution's result as an Agents SDK tool output: text, plus images as ``ToolOutputImage``."""
+
+from __future__ import annotations
+
+import base64
+from typing import Literal, TypeAlias
+
+from agents import ToolOutputImage, ToolOutputText
+
+from ipybox_integrations._session import RenderedResult
+
+ImageDetail: TypeAlias = Literal["low", "high", "auto"]
+
+
+def tool_output(
+    rendered: RenderedResult, detail: ImageDetail
+) -> str | list[ToolOutputText | ToolOutputImage]:
+    """The text alone, or the text followed by each PNG image as a ``data:`` URL."""
+    if not rendered.images:
+        return rendered.text
+    images = [ToolOutputImage(image_url=png_data_url(png), detail=detail) for png in rendered.images]
+    return [ToolOutputText(text=rendered.text), *images]
+
+
+def png_data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

@@ -1,0 +1,127 @@
+"""Proxy tools: how one MCP call made by the code appears to the Agents SDK.
+
+Each MCP tool of the executor gets a :class:`~agents.FunctionTool` in the hidden kernel agent, named
+like the MCP tool and namespaced by its server, so an interruption's ``item.tool_name`` is the MCP
+tool's name, ``item.tool_namespace`` its server and ``item.arguments`` the call's arguments. The
+proxy never performs the call itself: running its body means "approved" and accepts the held
+:class:`~ipybox_core.ApprovalRequest`; the kernel then makes the call. A proxy never raises (a
+raising nested tool leaves the outer run stuck on a stale interruption).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from agents import FunctionTool, RunContextWrapper, tool_namespace
+from agents.tool_context import ToolContext
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ApprovalError
+from ipybox_core.executor import CodeExecutor
+from ipybox_integrations._session import SuspendedExecutions
+
+McpApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], ApprovalRequest], "bool | Awaitable[bool]"]
+"""Decides per MCP call whether to ask the user: ``(run context, request) -> True`` asks.
+
+``run_context.context`` is the application's context passed to ``Runner.run(..., context=...)``.
+"""
+
+SHELL_TOOL = "shell"
+_ANY_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
+
+
+def proxy_identity(server: str, tool: str, *, shell: bool = False) -> tuple[str, str | None]:
+    """The ``(tool name, namespace)`` an MCP call is shown under.
+
+    The MCP tool's name in its server's namespace; when both are equal (a namespace named like its
+    tool is reserved by the SDK) the name is qualified instead: ``"weather.weather"``. Shell
+    commands are the bare tool ``shell``.
+    """
+    if shell:
+        return SHELL_TOOL, None
+    if server == tool:
+        return f"{server}.{tool}", None
+    return tool, server
+
+
+def request_identity(request: ApprovalRequest) -> tuple[str, str | None]:
+    """:func:`proxy_identity` of a held call."""
+    return proxy_identity(request.server, request.tool, shell=request.kind == "shell")
+
+
+class ProxyTools:
+    """The kernel agent's proxy tools, rebuilt when the executor's MCP servers change."""
+
+    def __init__(self, suspended: SuspendedExecutions, needs_approval: bool | McpApprovalPolicy) -> None:
+        self._suspended = suspended
+        self._policy = needs_approval
+        self._signature: tuple[tuple[str, str], ...] | None = None
+        self._identities: set[tuple[str, str | None]] = set()
+        self.tools: list[FunctionTool] = []
+
+    def sync(self, executor: CodeExecutor) -> bool:
+        """Rebuild :attr:`tools` if the registered tools changed; True when they did."""
+        signature = tuple(
+            sorted(
+                (server.name, tool.tool)
+                for server in executor.servers.values()
+                for tool in server.package.tools
+            )
+        )
+        if signature == self._signature:
+            return False
+        tools = [self._proxy(SHELL_TOOL, "Run a shell command (!cmd or %%bash) from the code.")]
+        identities: set[tuple[str, str | None]] = {(SHELL_TOOL, None)}
+        for server in sorted(executor.servers.values(), key=lambda s: s.name):
+            grouped: list[FunctionTool] = []
+            for generated in server.package.tools:
+                name, namespace = proxy_identity(server.name, generated.tool)
+                identities.add((name, namespace))
+                proxy = self._proxy(name, f"{server.name}.{generated.tool}: {generated.summary}")
+                (grouped if namespace is not None else tools).append(proxy)
+            if grouped:
+                tools.extend(
+                    tool_namespace(name=server.name, description=f"MCP server {server.name}", tools=grouped)
+                )
+        self._signature = signature
+        self._identities = identities
+        self.tools = tools
+        return True
+
+    def knows(self, request: ApprovalRequest) -> bool:
+        """True if a proxy exists for ``request`` (its server may be newer than the tool list)."""
+        return request_identity(request) in self._identities
+
+    def _proxy(self, name: str, description: str) -> FunctionTool:
+        return FunctionTool(
+            name=name,
+            description=description,
+            params_json_schema=_ANY_ARGUMENTS,
+            on_invoke_tool=self._approved,
+            strict_json_schema=False,
+            needs_approval=self._needs_approval if callable(self._policy) else self._policy,
+        )
+
+    async def _needs_approval(
+        self, context: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        parked = self._suspended.get(call_id)
+        if parked is None or parked.request is None or not callable(self._policy):
+            return False  # nothing is waiting: the body reports the lost call without side effects
+        verdict = self._policy(context, parked.request)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        return bool(verdict)
+
+    async def _approved(self, context: ToolContext[Any], arguments: str) -> str:
+        """Runs when the call was approved (or needed no approval): let the kernel make the call."""
+        parked = self._suspended.get(context.tool_call_id)
+        if parked is None or parked.request is None:
+            return "not executed: the execution that made this call no longer exists"
+        try:
+            await parked.request.accept()
+        except ApprovalError as error:
+            return f"not executed: {error}"
+        return "approved"

@@ -1,0 +1,240 @@
+"""CodeActionTool: ipybox's ``execute_code`` for an Agents SDK agent, MCP calls approved as interruptions."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias, cast
+
+from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, ToolApprovalItem
+from agents.agent_tool_input import StructuredToolInputBuilderOptions
+from agents.tool_context import ToolContext
+from pydantic import BaseModel, Field
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.executor import CodeExecutor
+from ipybox_integrations._session import (
+    EXECUTE_CODE_DESCRIPTION,
+    SuspendedExecutions,
+    approval_description,
+    prompt_section,
+)
+from ipybox_integrations.openai_agents._driver import (
+    EventHook,
+    Invocation,
+    KernelDriver,
+    current_invocation,
+    invocation_scope,
+)
+from ipybox_integrations.openai_agents._kernel_model import KernelModel
+from ipybox_integrations.openai_agents._output import ImageDetail, tool_output
+from ipybox_integrations.openai_agents._proxies import McpApprovalPolicy, ProxyTools
+
+logger = logging.getLogger(__name__)
+
+CodeApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
+"""The SDK's ``needs_approval`` callable for execute_code: ``(context, {"code": ...}, call_id)``."""
+
+Instructions: TypeAlias = Callable[[RunContextWrapper[Any], Agent[Any]], "str | Awaitable[str]"]
+"""An ``Agent.instructions`` callable."""
+
+NESTED_MAX_TURNS = 100_000
+"""Each MCP call that asks for approval is one turn of the nested kernel run (SDK default: 10)."""
+
+
+class ExecuteCodeArgs(BaseModel):
+    """Arguments of the ``execute_code`` tool."""
+
+    code: str = Field(description="Python code to run in the stateful IPython kernel.")
+
+
+class CodeActionTool:
+    """ipybox's ``execute_code`` tool for an OpenAI Agents SDK agent.
+
+    ``tool`` is the SDK tool to put into ``Agent(tools=[...])``; :meth:`instructions` composes the
+    agent's instructions with the kernel guide and the executor's MCP API reference. Each MCP call
+    made by the code that the executor's approval policy leaves to the application surfaces as a
+    regular ``ToolApprovalItem`` in ``result.interruptions`` (``item.tool_name`` is the MCP tool,
+    ``item.tool_namespace`` its server, ``item.arguments`` the call's JSON arguments); decide it with
+    ``state.approve(item)`` / ``state.reject(item, rejection_message=...)`` and resume with
+    ``Runner.run(agent, state)``. A rejection raises ``PermissionError`` in the code.
+
+    - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
+      ``(run_context, ApprovalRequest) -> bool`` (may be async) deciding per call.
+    - ``code_needs_approval``: the SDK's standard ``needs_approval`` of the ``execute_code`` call
+      itself (bool or ``(context, {"code": ...}, call_id) -> Awaitable[bool]``). With
+      ``needs_approval=False`` this is the simple mode: one decision per code block.
+    - ``on_event``: called with every execution event as it happens (``OutputChunk``,
+      ``DisplayOutput``, ``ApprovalRequest``, ``ExecutionResult``), e.g. to show live output in a UI;
+      the SDK itself does not stream approvals (they end the run as interruptions).
+    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled
+      (checked whenever execute_code runs); :meth:`cancel` cancels waiting executions at once.
+
+    The execution waits in this process: resuming works while the kernel is alive, also from a
+    ``RunState`` serialised to JSON; a state whose execution is gone resumes with a clear error
+    message for the model instead of hanging.
+    """
+
+    def __init__(
+        self,
+        executor: CodeExecutor,
+        *,
+        needs_approval: bool | McpApprovalPolicy = True,
+        code_needs_approval: bool | CodeApprovalPolicy = False,
+        name: str = "execute_code",
+        description: str = EXECUTE_CODE_DESCRIPTION,
+        timeout: float | None = None,
+        abandon_after: float | None = 3600.0,
+        on_event: EventHook | None = None,
+        image_detail: ImageDetail = "auto",
+        reference_max_chars: int | None = None,
+    ) -> None:
+        self.executor = executor
+        self.image_detail: ImageDetail = image_detail
+        self.reference_max_chars = reference_max_chars
+        self._suspended = SuspendedExecutions(abandon_after=abandon_after)
+        self._proxies = ProxyTools(self._suspended, needs_approval)
+        driver = KernelDriver(
+            executor,
+            self._suspended,
+            self._proxies,
+            ask=needs_approval is not False,
+            timeout=timeout,
+            on_event=on_event,
+        )
+        model = KernelModel(driver)
+        # An explicit run config: the nested run would otherwise inherit the outer one, whose
+        # RunConfig(model=...) would replace the kernel model with the LLM.
+        self._nested_config = RunConfig(model=model, workflow_name=f"ipybox {name}")
+        self._kernel_agent: Agent[Any] = Agent(name=f"{name}_ipybox_kernel", model=model)
+        self._sync_tools()
+        tool = self._kernel_agent.as_tool(
+            tool_name=name,
+            tool_description=description,
+            parameters=ExecuteCodeArgs,
+            input_builder=_nested_input,
+            custom_output_extractor=cast(Any, self._extract),
+            max_turns=NESTED_MAX_TURNS,
+            run_config=self._nested_config,
+            failure_error_function=None,
+            needs_approval=code_needs_approval,
+        )
+        self._invoke_nested = tool.on_invoke_tool
+        tool.on_invoke_tool = self._invoke
+        self.tool: FunctionTool = tool
+        """The ``execute_code`` tool for ``Agent(tools=[...])``."""
+
+    # --- prompt -----------------------------------------------------------------------------
+
+    def prompt(self) -> str:
+        """The kernel guide and the API reference of the executor's MCP tools (recomputed each call)."""
+        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+
+    def instructions(self, base: str | Instructions | None = None) -> Instructions:
+        """``Agent.instructions`` for ``base`` (a string or instructions callable) plus :meth:`prompt`.
+
+        The result is a callable, so servers registered later appear in the next model call.
+        """
+
+        async def compose(context: RunContextWrapper[Any], agent: Agent[Any]) -> str:
+            text = base(context, agent) if callable(base) else base
+            if inspect.isawaitable(text):
+                text = await text
+            return "\n\n".join(part for part in (text, self.prompt()) if part)
+
+        return compose
+
+    # --- approvals --------------------------------------------------------------------------
+
+    def is_code_approval(self, item: ToolApprovalItem) -> bool:
+        """True if ``item`` asks to run a code block (``code_needs_approval``), not an MCP call."""
+        return item.tool_name == self.tool.name and item.tool_namespace is None
+
+    def request_for(self, item: ToolApprovalItem) -> ApprovalRequest | None:
+        """The held ipybox request behind an interruption (server, tool, args, annotations), if live."""
+        parked = self._suspended.get(item.call_id or "")
+        return parked.request if parked is not None else None
+
+    def describe(self, item: ToolApprovalItem) -> str:
+        """A one-paragraph description of an interruption for a human approver."""
+        if self.is_code_approval(item):
+            try:
+                code = str(json.loads(item.arguments or "{}").get("code", ""))
+            except (json.JSONDecodeError, AttributeError):
+                code = item.arguments or ""
+            return f"The agent wants to run this code:\n{code}"
+        request = self.request_for(item)
+        if request is not None:
+            return approval_description(request)
+        return f"The code calls {item.qualified_name}({item.arguments}) (its execution is no longer waiting)"
+
+    @property
+    def waiting(self) -> int:
+        """How many executions wait for a decision."""
+        return len(self._suspended)
+
+    async def cancel(self) -> None:
+        """Cancel every execution waiting for a decision (their code sees the pending call rejected)."""
+        await self._suspended.aclose()
+
+    aclose = cancel
+
+    # --- the tool's invocation --------------------------------------------------------------
+
+    async def _invoke(self, context: ToolContext[Any], arguments: str) -> Any:
+        self._sync_tools()
+        self._follow_tracing(context)
+        invocation = Invocation(call_id=context.tool_call_id)
+        with invocation_scope(invocation):
+            try:
+                output = await self._invoke_nested(context, arguments)
+            except Exception as error:
+                logger.warning("execute_code failed: %s: %s", type(error).__name__, error)
+                await self._abandon(invocation)
+                return f"Error: execute_code failed ({type(error).__name__}: {error})."
+            except BaseException:
+                await self._abandon(invocation)
+                raise
+        await self._settle(invocation)
+        return output
+
+    async def _extract(self, run_result: Any) -> Any:
+        invocation = current_invocation()
+        if invocation is None or invocation.rendered is None:
+            return str(run_result.final_output or "")
+        return tool_output(invocation.rendered, self.image_detail)
+
+    async def _settle(self, invocation: Invocation) -> None:
+        """Never leave code running once the tool returned, unless it waits for a decision."""
+        execution = invocation.execution
+        if execution is None or execution.done:
+            return
+        if invocation.waiting_on is not None and invocation.waiting_on in self._suspended:
+            return
+        await execution.cancel("execute_code returned before the code finished")
+
+    async def _abandon(self, invocation: Invocation) -> None:
+        if invocation.waiting_on is not None:
+            await self._suspended.take(invocation.waiting_on)
+        if invocation.execution is not None and not invocation.execution.done:
+            with contextlib.suppress(Exception):
+                await invocation.execution.cancel("execute_code failed")
+
+    def _sync_tools(self) -> None:
+        if self._proxies.sync(self.executor):
+            self._kernel_agent.tools = list(self._proxies.tools)
+
+    def _follow_tracing(self, context: ToolContext[Any]) -> None:
+        """Trace the nested run like the outer one (it runs with its own config, see __init__)."""
+        outer = context.run_config
+        if outer is not None:
+            self._nested_config.tracing_disabled = outer.tracing_disabled
+            self._nested_config.tracing = outer.tracing
+            self._nested_config.trace_include_sensitive_data = outer.trace_include_sensitive_data
+
+
+def _nested_input(options: StructuredToolInputBuilderOptions) -> str:
+    return json.dumps(options.get("params"))
