@@ -1,0 +1,42 @@
+"""Callback mode: outside a graph (or without a checkpointer) an async callback decides each MCP call."""
+
+from __future__ import annotations
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
+from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, next_stop, start_execution
+from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, result_content
+from ipybox_integrations.langchain._hitl import apply_decision, hitl_request, parse_response
+from ipybox_integrations.langchain._settings import ToolSettings
+
+NO_APPROVER = (
+    "an MCP call made by execute_code needs approval, but there is no way to ask: run the tool inside "
+    "a LangGraph graph with a checkpointer (create_agent(..., checkpointer=InMemorySaver())) so that it "
+    "can interrupt, or pass approval_callback= to get each request as a HITLRequest"
+)
+
+
+async def run_with_callback(settings: ToolSettings, code: str) -> ContentBlocks:
+    """Run ``code`` to the end, asking ``settings.approval_callback`` about every MCP call."""
+    execution = start_execution(settings.executor, code, settings.timeout)
+    if execution is None:
+        raise ExecuteCodeError(BUSY_MESSAGE)
+    async with execution:  # cancels the code if anything below fails
+        while True:
+            try:
+                stop = await next_stop(execution)
+            except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+                raise ExecuteCodeError(describe_failure(error)) from error
+            if not isinstance(stop, ApprovalRequest):
+                return result_content(stop)
+            await _decide(settings, stop)
+
+
+async def _decide(settings: ToolSettings, request: ApprovalRequest) -> None:
+    callback = settings.approval_callback
+    if callback is None:
+        await request.reject("no approver is configured")
+        raise ConfigError(NO_APPROVER)
+    response = await callback(hitl_request(request, settings.allowed_decisions, settings.describe))
+    decision = parse_response(response, request, settings.allowed_decisions)
+    await apply_decision(request, decision)

@@ -1,0 +1,132 @@
+"""ipybox approval requests in HumanInTheLoopMiddleware's shapes: ``HITLRequest`` in, ``HITLResponse`` out.
+
+Each MCP call becomes a ``HITLRequest`` with exactly one action (named ``server.tool``), and the
+answer is a ``HITLResponse`` with exactly one decision: approve, reject (with an optional message)
+or, when allowed, edit (replacement arguments). The same shapes serve LangGraph interrupts and the
+approval callback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, Union, cast
+
+from annotated_types import Len
+from langchain.agents.middleware.human_in_the_loop import (
+    ActionRequest,
+    ApproveDecision,
+    Decision,
+    HITLRequest,
+    RejectDecision,
+    ReviewConfig,
+)
+from pydantic import Discriminator, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ApprovalError, ConfigError
+from ipybox_integrations._session import approval_description
+
+DecisionName = Literal["approve", "edit", "reject"]
+"""The decisions ipybox can carry out (``respond`` cannot: an MCP call has no stand-in result)."""
+
+SUPPORTED_DECISIONS: tuple[DecisionName, ...] = ("approve", "edit", "reject")
+DEFAULT_REJECT_REASON = "rejected by the reviewer"
+
+Describe = Callable[[ApprovalRequest], str]
+"""Writes the ``description`` of an action request for the human reviewer."""
+
+
+def check_decisions(allowed: Sequence[str]) -> tuple[DecisionName, ...]:
+    """Validate ``allowed_decisions``: a non-empty selection of approve / edit / reject."""
+    if isinstance(allowed, str):
+        raise ConfigError(f"allowed_decisions must be a sequence of decision names, not {allowed!r}")
+    unknown = [name for name in allowed if name not in SUPPORTED_DECISIONS]
+    if unknown:
+        raise ConfigError(
+            f"unsupported decision(s) {unknown}: ipybox can carry out {', '.join(SUPPORTED_DECISIONS)}"
+        )
+    if not allowed:
+        raise ConfigError("allowed_decisions must not be empty")
+    return tuple(cast("DecisionName", name) for name in dict.fromkeys(allowed))
+
+
+def decisions_for(request: ApprovalRequest, allowed: tuple[DecisionName, ...]) -> tuple[DecisionName, ...]:
+    """The decisions offered for ``request``: editing a shell command is not supported."""
+    if request.kind == "shell":
+        return tuple(name for name in allowed if name != "edit") or ("approve", "reject")
+    return allowed
+
+
+def hitl_request(
+    request: ApprovalRequest, allowed: tuple[DecisionName, ...], describe: Describe
+) -> HITLRequest:
+    """The ``HITLRequest`` for one MCP call (or shell command) made by the running code."""
+    action = ActionRequest(name=request.name, args=dict(request.args), description=describe(request))
+    return HITLRequest(
+        action_requests=[action],
+        review_configs=[
+            ReviewConfig(action_name=request.name, allowed_decisions=list(decisions_for(request, allowed)))
+        ],
+    )
+
+
+def default_description(request: ApprovalRequest) -> str:
+    """Describe the call for the reviewer: what the agent's code wants to do."""
+    return f"Code run by the agent (execute_code) needs approval. {approval_description(request)}"
+
+
+@functools.lru_cache(maxsize=512)
+def response_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> type[Any]:
+    """A TypedDict for the resume value: exactly one decision of an allowed kind.
+
+    An edit must keep the action's name (only the arguments can change). LangGraph validates a resume
+    value against it before saving anything, so a malformed answer can simply be given again.
+    """
+    typed_dict: Any = TypedDict  # the functional form with computed fields is beyond static typing
+    members: list[Any] = []
+    for name in allowed:
+        if name == "approve":
+            members.append(ApproveDecision)
+        elif name == "reject":
+            members.append(RejectDecision)
+        else:
+            edited = typed_dict("EditedAction", {"name": Literal[action_name], "args": dict[str, Any]})
+            members.append(typed_dict("EditDecision", {"type": Literal["edit"], "edited_action": edited}))
+    decision: Any = members[0]
+    if len(members) > 1:
+        decision = Annotated[Union[tuple(members)], Discriminator("type")]  # noqa: UP007
+    return cast("type[Any]", typed_dict("HITLResponse", {"decisions": Annotated[list[decision], Len(1, 1)]}))
+
+
+@functools.lru_cache(maxsize=512)
+def _adapter(action_name: str, allowed: tuple[DecisionName, ...]) -> TypeAdapter[Any]:
+    return TypeAdapter(response_schema(action_name, allowed))
+
+
+def parse_response(value: object, request: ApprovalRequest, allowed: tuple[DecisionName, ...]) -> Decision:
+    """The one decision in a ``HITLResponse``; :class:`ApprovalError` if it is malformed or not allowed."""
+    allowed_here = decisions_for(request, allowed)
+    try:
+        response = _adapter(request.name, allowed_here).validate_python(value)
+    except ValidationError as error:
+        raise ApprovalError(
+            f"invalid answer to the approval request for {request.name}: expected "
+            f'{{"decisions": [one of {list(allowed_here)}]}}, got {value!r} ({error.error_count()} error(s))'
+        ) from error
+    return cast("Decision", response["decisions"][0])
+
+
+async def apply_decision(request: ApprovalRequest, decision: Decision) -> None:
+    """Carry out ``decision``; a request no longer pending (expired, abandoned) is left alone."""
+    if not request.pending:
+        return
+    if decision["type"] == "approve":
+        await request.accept()
+    elif decision["type"] == "edit":
+        await request.accept(arguments=dict(decision["edited_action"]["args"]))
+    elif decision["type"] == "reject":
+        await request.reject(decision.get("message") or DEFAULT_REJECT_REASON)
+    else:
+        raise ApprovalError(f"unsupported decision {decision['type']!r} for {request.name}")

@@ -1,0 +1,103 @@
+"""``CodeActionMiddleware``: ipybox's ``execute_code`` tool and its prompt for ``create_agent``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, SystemMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from ipybox_core.executor import CodeExecutor
+from ipybox_integrations._session import prompt_section
+from ipybox_integrations.langchain._graph import ABANDONED_REASON
+from ipybox_integrations.langchain._hitl import DecisionName, Describe
+from ipybox_integrations.langchain._sessions import sessions_of
+from ipybox_integrations.langchain._settings import ApprovalCallback
+from ipybox_integrations.langchain.tool import DEFAULT_ABANDON_AFTER, execute_code_tool
+
+ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+
+
+class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Makes a ``create_agent`` agent act by writing Python: ``middleware=[CodeActionMiddleware(executor)]``.
+
+    Registers the ``execute_code`` tool (see :func:`execute_code_tool` for the approval flow and the
+    parameters) and appends the code-execution guide plus ``executor.api_reference()`` to the system
+    prompt the agent already has (recomputed for every model call, so servers registered later
+    show up). Set ``prompt=False`` to leave the system prompt alone.
+
+    When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
+    execution is cancelled: the conversation moved on. Use the agent asynchronously
+    (``ainvoke``/``astream``).
+    """
+
+    def __init__(
+        self,
+        executor: CodeExecutor,
+        *,
+        approval_callback: ApprovalCallback | None = None,
+        allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
+        describe: Describe | None = None,
+        timeout: float | None = None,
+        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+        prompt: bool = True,
+        max_reference_chars: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.executor = executor
+        self.prompt = prompt
+        self.max_reference_chars = max_reference_chars
+        self.tools = [
+            execute_code_tool(
+                executor,
+                approval_callback=approval_callback,
+                allowed_decisions=allowed_decisions,
+                describe=describe,
+                timeout=timeout,
+                abandon_after=abandon_after,
+            )
+        ]
+
+    def prompt_section(self) -> str:
+        """The text appended to the system prompt."""
+        return prompt_section(self.executor, max_chars=self.max_reference_chars)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult:
+        return handler(self._with_prompt(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult:
+        return await handler(self._with_prompt(request))
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return None  # synchronous runs cannot start execute_code, so nothing can be left waiting
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        # Runs for new input only, never when a run is resumed: whatever still waits here was abandoned.
+        thread_id = get_config().get("configurable", {}).get("thread_id")
+        if thread_id is not None:
+            await sessions_of(self.executor).cancel_thread(str(thread_id), ABANDONED_REASON)
+        return None
+
+    def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        if not self.prompt:
+            return request
+        section = self.prompt_section()
+        current = request.system_message
+        blocks: list[Any] = (
+            [*current.content_blocks, {"type": "text", "text": f"\n\n{section}"}]
+            if current is not None
+            else [{"type": "text", "text": section}]
+        )
+        return request.override(system_message=SystemMessage(content=blocks))

@@ -1,0 +1,69 @@
+"""The ``execute_code`` tool as a plain LangChain ``BaseTool``, for graphs built by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
+
+from ipybox_core.executor import CodeExecutor
+from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION
+from ipybox_integrations.langchain._callback import run_with_callback
+from ipybox_integrations.langchain._content import ContentBlocks, error_content
+from ipybox_integrations.langchain._graph import interrupts_available, run_in_graph
+from ipybox_integrations.langchain._hitl import DecisionName, Describe, check_decisions, default_description
+from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
+
+TOOL_NAME = "execute_code"
+DEFAULT_ABANDON_AFTER = 3600.0
+
+
+def execute_code_tool(
+    executor: CodeExecutor,
+    *,
+    approval_callback: ApprovalCallback | None = None,
+    allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
+    describe: Describe | None = None,
+    timeout: float | None = None,
+    abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+) -> BaseTool:
+    """The ``execute_code`` tool: runs Python in ``executor``'s kernel, each MCP call approved by a human.
+
+    Inside a LangGraph graph with a checkpointer, every MCP call the code makes is an ``interrupt()``
+    whose value is a ``HITLRequest`` (one action, named ``server.tool``); resume with
+    ``Command(resume={"decisions": [{"type": "approve"}]})`` (or ``reject`` with a ``message``, or
+    ``edit`` with ``edited_action`` when ``allowed_decisions`` includes it). Elsewhere (plain
+    ``tool.ainvoke``, no checkpointer) ``approval_callback`` gets the same ``HITLRequest`` and returns
+    the ``HITLResponse``. The tool is async only.
+
+    ``timeout`` bounds each execution (default: the executor's; time waiting for a decision does not
+    count). An execution left waiting for an answer longer than ``abandon_after`` seconds is cancelled.
+    """
+    settings = ToolSettings(
+        executor=executor,
+        allowed_decisions=check_decisions(allowed_decisions),
+        approval_callback=approval_callback,
+        describe=describe or default_description,
+        timeout=timeout,
+        abandon_after=abandon_after,
+    )
+
+    async def execute_code(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
+        if runtime is not None and interrupts_available():
+            return await run_in_graph(settings, code, runtime)
+        return await run_with_callback(settings, code)
+
+    return StructuredTool.from_function(
+        func=_sync_unsupported,
+        coroutine=execute_code,
+        name=TOOL_NAME,
+        description=EXECUTE_CODE_DESCRIPTION,
+        handle_tool_error=error_content,
+    )
+
+
+def _sync_unsupported(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
+    raise NotImplementedError(
+        "execute_code is async only: run the agent with `await agent.ainvoke(...)` or `agent.astream(...)`"
+    )
