@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hmac
+import json
 import logging
 from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_client.session import Session
+from jupyter_client.session import DELIM, Session
 
 from ipybox_core.kernel._launch import ConnectionInfo
 
@@ -51,14 +53,29 @@ class KernelChannels:
         ready = int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN
         if not ready and not await socket.poll(max(0, int(timeout * 1000))):
             return None
-        frames = await socket.recv_multipart(copy=True)
+        frames: list[bytes] = await socket.recv_multipart(copy=True)
         try:
-            _, parts = self.session.feed_identities(frames, copy=True)
-            message: Message = self.session.deserialize(parts, content=True, copy=True)
-        except ValueError as exc:  # unsigned, wrongly signed or malformed: not from our kernel
+            return self._decode(frames)
+        except (ValueError, KeyError, IndexError) as exc:  # unsigned, wrongly signed or malformed
             logger.warning("dropped an unreadable kernel message: %s", exc)
             return None
-        return message
+
+    def _decode(self, frames: list[bytes]) -> Message:
+        """Check the signature and parse a message.
+
+        Leaner than ``Session.deserialize``, which also parses every date in both headers: about half
+        of the client's time per message, for fields ipybox never reads.
+        """
+        parts = frames[frames.index(DELIM) + 1 :]
+        if not hmac.compare_digest(parts[0], self.session.sign(parts[1:5])):
+            raise ValueError("invalid message signature")
+        header = json.loads(parts[1])
+        return {
+            "header": header,
+            "msg_type": header["msg_type"],
+            "parent_header": json.loads(parts[2]),
+            "content": json.loads(parts[4]),
+        }
 
     def close(self) -> None:
         if self.closed:

@@ -57,7 +57,8 @@ _PACKAGE_DIR = Path(ipybox_core.__file__).parent
 # How often a waiting execution checks the deadline and whether the kernel process still lives.
 _POLL_INTERVAL = 0.1
 _LOG_TAIL_CHARS = 3000
-_REPLY_TIMEOUT = 30.0
+# The kernel sends the reply before it reports idle; after idle, a reply this late is a lost one.
+_REPLY_TIMEOUT = 1.0
 _EXIT_CODE = (
     "(lambda shell, gc, os: (shell.reset(new_session=False), gc.collect(), os._exit(0)))"
     "(get_ipython(), __import__('gc'), __import__('os'))"
@@ -446,9 +447,9 @@ class Kernel:
                 msg_type, content = message["msg_type"], message["content"]
                 if msg_type == "status" and content.get("execution_state") == "idle":
                     break
-                if msg_type == "execute_input":
-                    guard.code_started()
-                for event in self._output_events(msg_type, content, limiter, guard.interrupted):
+                if msg_type == "execute_input" or (silent and msg_type == "status"):
+                    guard.code_started()  # (silent code has no execute_input: busy stands in)
+                for event in self._output_events(msg_type, content, limiter, guard.timed_out):
                     yield event
             reply = await self._receive_reply(incarnation, msg_id)
             for event in limiter.finish():
@@ -456,7 +457,7 @@ class Kernel:
             status = reply.get("status", "error")
             ended = True
             self._end_execution(incarnation, abandoned=False)
-            if guard.interrupted:  # even if the code swallowed the KeyboardInterrupt
+            if guard.timed_out:  # even if the code swallowed the KeyboardInterrupt
                 assert deadline is not None
                 raise ExecutionTimeout(
                     f"the code ran longer than its {deadline.seconds:g} s timeout and was interrupted; "
@@ -507,7 +508,12 @@ class Kernel:
             self._send_interrupt(incarnation)
 
     async def _receive_reply(self, incarnation: _Incarnation, msg_id: str) -> dict[str, Any]:
-        """The execute reply; the kernel sends it before it reports idle, so it is due already."""
+        """The execute reply; the kernel sends it before it reports idle, so it is due already.
+
+        An interrupt that hits ipykernel itself rather than the code (while it prepares the cell) makes
+        it drop the reply ("KeyboardInterrupt caught in kernel"); then the execution counts as
+        aborted.
+        """
         channels = incarnation.channels
         give_up = time.monotonic() + _REPLY_TIMEOUT
         while time.monotonic() < give_up:
@@ -516,7 +522,8 @@ class Kernel:
                 self._check_incarnation(incarnation)
             elif message["parent_header"].get("msg_id") == msg_id:
                 return dict(message["content"])
-        raise KernelError(f"the kernel finished the execution but sent no reply within {_REPLY_TIMEOUT:g} s")
+        logger.warning("the kernel finished an execution without replying; reporting it as aborted")
+        return {"status": "aborted"}
 
     def _check_incarnation(self, incarnation: _Incarnation) -> None:
         """Raise if the kernel serving an execution was replaced or died."""
