@@ -298,3 +298,12 @@ async def test_cwd_changes_persist_unless_reset_cwd(kernel: Kernel, workspace: P
     async with Kernel(KernelConfig(cwd=workspace, reset_cwd=True)) as resetting:
         await resetting.run(f"import os; os.chdir({str(tmp_path)!r})")
         assert (await resetting.run("print(os.getcwd())")).text == f"{workspace}\n"
+
+
+async def test_huge_result_value_is_truncated(kernel: Kernel) -> None:
+    output = await kernel.run("'x' * 10_000_000")
+    assert output.result is not None
+    plain = output.result.data["text/plain"]
+    assert len(plain) < 2000 + 100
+    assert "characters omitted" in plain
+    assert len(output.text) < 2000 + 200
