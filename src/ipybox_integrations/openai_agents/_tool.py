@@ -228,7 +228,8 @@ class CodeActionTool:
             self._kernel_agent.tools = list(self._proxies.tools)
 
     def _follow_tracing(self, context: ToolContext[Any]) -> None:
-        """Trace the nested run like the outer one (it runs with its own config, see __init__)."""
+        """Trace the nested run like the outer one (it has its own config, see __init__); without
+        this, its spans would record MCP arguments even when the outer run excludes sensitive data."""
         outer = context.run_config
         if outer is not None:
             self._nested_config.tracing_disabled = outer.tracing_disabled
