@@ -17,6 +17,7 @@ import asyncio
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
@@ -55,7 +56,7 @@ class ScriptedModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted-demo"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
     def _generate(
@@ -94,7 +95,7 @@ async def decide(request: dict[str, Any], auto: bool) -> dict[str, Any]:
     return {"type": "reject", "message": reason.strip() or "the user said no"}
 
 
-def show(messages: list[BaseMessage]) -> None:
+def show(messages: Sequence[BaseMessage]) -> None:
     for message in messages:
         if isinstance(message, AIMessage):
             for call in message.tool_calls:

@@ -73,11 +73,13 @@ class SessionStore:
         return len(sessions)
 
     async def sweep(self) -> None:
-        """Forget finished sessions and cancel those idle longer than their ``abandon_after``."""
+        """Cancel and forget sessions idle longer than their ``abandon_after``.
+
+        A session whose code finished meanwhile (its approval request expired, say) is kept until then:
+        the answer that resumes it still collects the result.
+        """
         for session in list(self._sessions.values()):
-            if session.execution.done:
-                self.discard(session)
-            elif session.expired:
+            if session.expired:
                 await self.cancel(session, "the approval request was not answered in time")
 
 

@@ -71,7 +71,8 @@ async def test_edit_changes_the_arguments_and_a_malformed_answer_can_be_given_ag
     middleware = CodeActionMiddleware(idle_executor, allowed_decisions=["approve", "edit", "reject"])
     code = "from mcptools.test import add\nprint('sum', add(a=1, b=2))"
     _, agent = make_agent([middleware], run_code_then_finish(code))
-    interrupt = only_interrupt(await agent.ainvoke(user(), config("edit"), version="v2"))
+    result = await agent.ainvoke(user(), config("edit"))  # the default output format
+    (interrupt,) = result["__interrupt__"]
     assert interrupt.value["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
 
     renamed = {"type": "edit", "edited_action": {"name": "test.echo", "args": {"message": "x"}}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,3 +138,25 @@ async def test_rejecting_execute_code_itself_never_starts_the_code(idle_executor
     )
     assert tool_messages(out.value)[0].status == "error"
     assert await kernel_value(idle_executor, "never_ran") == "None"
+
+
+async def test_shell_approval_and_an_answer_given_after_the_approval_timeout(tmp_path: Path) -> None:
+    # The executor's approval_timeout rejects the request while the graph waits; the late answer must
+    # not be lost in the void: the model gets what the code did after the timeout.
+    code = "!echo from-shell\nprint('after the shell command')"
+    async with CodeExecutor(workspace=tmp_path, approve_shell=True, approval_timeout=0.3) as executor:
+        middleware = CodeActionMiddleware(executor, allowed_decisions=["approve", "edit", "reject"])
+        _, agent = make_agent([middleware], run_code_then_finish(code))
+        interrupt = only_interrupt(await agent.ainvoke(user(), config("late"), version="v2"))
+        assert action(interrupt)["name"] == "shell"
+        assert action(interrupt)["args"] == {"command": "echo from-shell"}
+        assert interrupt.value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]  # no edit
+        for _ in range(200):  # the timeout rejects the command and the code runs to its end
+            if not executor.busy:
+                break
+            await asyncio.sleep(0.05)
+        out = await resume(agent, "late", APPROVE)
+        (message,) = tool_messages(out.value)
+        text = text_of(message)
+        assert "approval timed out" in text and "after the shell command" in text
+        assert "from-shell\n" not in text

@@ -74,7 +74,7 @@ async def test_chat_openai_agent_with_an_approved_mcp_call_and_an_image(idle_exe
     async with httpx.AsyncClient() as http_client:
         model = ChatOpenAI(
             model="gpt-test",
-            api_key="sk-test",  # type: ignore[arg-type]
+            api_key="sk-test",
             base_url="https://api.openai.test/v1",
             use_responses_api=True,
             http_async_client=http_client,
