@@ -1,0 +1,47 @@
+"""PydanticAI integration: ``CodeAction``, a capability giving an agent the ``execute_code`` tool.
+
+```python
+from pydantic_ai import Agent, DeferredToolRequests
+from ipybox_integrations.pydantic_ai import CodeAction
+
+code_action = CodeAction(executor)
+agent = Agent("openai:gpt-5", capabilities=[code_action], output_type=[str, DeferredToolRequests])
+```
+
+Every MCP call of the code goes through PydanticAI's approvals: inline through a handler
+capability, or as ``DeferredToolRequests`` answered with :func:`approval_results`.
+Needs ``pip install 'ipybox[pydantic-ai]'``.
+"""
+
+try:
+    import pydantic_ai as _pydantic_ai  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised by a test that hides the package
+    raise ImportError(
+        "ipybox_integrations.pydantic_ai needs PydanticAI, which is not installed: "
+        "pip install 'ipybox[pydantic-ai]'"
+    ) from error
+
+from ipybox_integrations.pydantic_ai.approvals import (
+    Decider,
+    Decision,
+    DecisionLike,
+    PendingApproval,
+    approval_results,
+    pending_approvals,
+)
+from ipybox_integrations.pydantic_ai.capability import TOOL_NAME, CodeAction
+from ipybox_integrations.pydantic_ai.events import ApprovalDecided, ApprovalRequested, CodeOutput
+
+__all__ = [
+    "TOOL_NAME",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "CodeAction",
+    "CodeOutput",
+    "Decider",
+    "Decision",
+    "DecisionLike",
+    "PendingApproval",
+    "approval_results",
+    "pending_approvals",
+]

@@ -1,0 +1,81 @@
+"""A held kernel call dispatched as a nested PydanticAI tool call.
+
+The call (``place_order(product_id=...)``) becomes a one-tool toolset whose tool, when "executed",
+lets the held call through. Dispatching it with ``ToolManager.handle_call`` puts it through
+PydanticAI's own approval machinery: the tool raises ``ApprovalRequired``, the run's handler
+capabilities (``HandleDeferredToolCalls``, ``RequestInput``, ...) are asked, tool hooks of other
+capabilities see the call, and ``ToolApproved(override_args=...)`` edits its arguments. When no
+handler answers, ``ApprovalRequired`` propagates to the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import ApprovalRequired, RunContext, ToolCallPart, ToolDenied
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_core import SchemaValidator, core_schema
+
+from ipybox_core.approval import ApprovalRequest
+
+_ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
+LET_THROUGH = "approved: the call was sent to the MCP server"
+
+
+class HeldCallToolset(AbstractToolset[Any]):
+    """The held call as the only tool of a toolset; running the tool approves the call."""
+
+    def __init__(self, request: ApprovalRequest, tool_def: ToolDefinition, metadata: dict[str, Any]) -> None:
+        self.request = request
+        self.tool_def = tool_def
+        self.metadata = metadata
+
+    @property
+    def id(self) -> str:
+        return "ipybox_held_call"
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tool = ToolsetTool(
+            toolset=self, tool_def=self.tool_def, max_retries=0, args_validator=_ARGS_VALIDATOR
+        )
+        return {self.tool_def.name: tool}
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata=self.metadata)
+        if self.request.pending:
+            edited = None if tool_args == self.request.args else dict(tool_args)
+            await self.request.accept(arguments=edited)
+        return LET_THROUGH
+
+
+async def dispatch_held_call(
+    ctx: RunContext[Any],
+    request: ApprovalRequest,
+    call: ToolCallPart,
+    metadata: dict[str, Any],
+    *,
+    description: str,
+    approved: bool = False,
+) -> ToolDenied | None:
+    """Put ``call`` through the run's approval machinery; ``ToolDenied`` if a handler denied it.
+
+    Returns ``None`` once the call was let through. Raises ``ApprovalRequired`` when nothing
+    resolved it (the caller defers), and whatever handlers or hooks raise.
+    """
+    tool_def = ToolDefinition(
+        name=call.tool_name,
+        description=description,
+        parameters_json_schema={"type": "object", "additionalProperties": True},
+        metadata={"ipybox": metadata},
+    )
+    toolset = HeldCallToolset(request, tool_def, metadata)
+    root = ctx.tool_manager.root_capability if ctx.tool_manager is not None else ctx.root_capability
+    manager = ToolManager(toolset=toolset, root_capability=root, ctx=ctx, tools=await toolset.get_tools(ctx))
+    outcome = await manager.handle_call(call, approved=approved, wrap_validation_errors=False)
+    return outcome if isinstance(outcome, ToolDenied) else None

@@ -1,0 +1,177 @@
+"""``CodeAction``: the capability that turns a PydanticAI agent into a code-acting agent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from pydantic_ai import RunContext, Tool, ToolReturn
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelRequest
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.toolsets import FunctionToolset
+
+from ipybox_core.executor import CodeExecutor
+from ipybox_core.mcp import McpServerConfig
+from ipybox_core.sandbox import SandboxPolicy
+from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, prompt_section
+from ipybox_integrations.pydantic_ai._execute import CodeRunner
+
+TOOL_NAME = "execute_code"
+
+
+class CodeAction(AbstractCapability[AgentDepsT]):
+    """Gives an agent the ``execute_code`` tool, backed by a :class:`CodeExecutor`.
+
+    ``CodeAction(executor)`` uses an executor you start and close; ``CodeAction(mcp_servers=...,
+    workspace=..., sandbox=...)`` creates one (keyword arguments go to :class:`CodeExecutor`), started
+    on the first run and closed by ``aclose()`` / ``async with code_action:``.
+
+    The instructions explain the kernel and list the MCP tools' Python API
+    (``executor.api_reference()``, recomputed before every model request). Every MCP call the code
+    makes is a PydanticAI approval: decided inline by a handler capability (``HandleDeferredToolCalls``,
+    ``RequestInput``, ...) when the agent has one, otherwise deferred — the run ends with
+    ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`). An execution left
+    waiting for ``abandon_after`` seconds, or still waiting at ``aclose()``, is interrupted.
+    """
+
+    def __init__(
+        self,
+        executor: CodeExecutor | None = None,
+        *,
+        mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = None,
+        abandon_after: float | None = 3600.0,
+        reference_max_chars: int | None = None,
+        id: str | None = None,
+        **executor_options: Any,
+    ) -> None:
+        if executor is not None and (
+            mcp_servers is not None or workspace is not None or sandbox is not None or executor_options
+        ):
+            raise TypeError("pass either an executor or the options to create one, not both")
+        if executor is None:
+            options: dict[str, Any] = {
+                "mcp_servers": mcp_servers,
+                "sandbox": sandbox or False,
+                **executor_options,
+            }
+            if workspace is not None:
+                options["workspace"] = workspace
+            executor = CodeExecutor(**options)
+            self._owns_executor = True
+        else:
+            self._owns_executor = False
+        self.id = id
+        self.description = None
+        self.defer_loading = False
+        self.executor = executor
+        self.reference_max_chars = reference_max_chars
+        self._runner = CodeRunner(executor, abandon_after=abandon_after)
+        self._start_lock = asyncio.Lock()
+        self._started = not self._owns_executor
+        self._toolset = FunctionToolset[Any](
+            [
+                Tool(
+                    self._execute_code,
+                    name=TOOL_NAME,
+                    description=EXECUTE_CODE_DESCRIPTION,
+                    sequential=True,
+                    takes_ctx=True,
+                )
+            ],
+            id=f"ipybox_code_action{'_' + id if id else ''}",
+        )
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the executor this capability created (no-op for an executor passed in)."""
+        async with self._start_lock:
+            if not self._started:
+                await self.executor.start()
+                self._started = True
+
+    async def aclose(self) -> None:
+        """Interrupt suspended executions; close the executor if this capability created it."""
+        await self._runner.aclose()
+        if self._owns_executor:
+            await self.executor.close()
+
+    async def __aenter__(self) -> CodeAction[AgentDepsT]:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def suspended(self) -> int:
+        """How many executions wait for a deferred approval (at most one per executor)."""
+        return len(self._runner.suspended)
+
+    async def cancel_suspended(self) -> None:
+        """Interrupt every execution waiting for a deferred approval (e.g. the user left)."""
+        await self._runner.aclose()
+
+    # --- identity: one instance is one kernel, never equal to another -----------------------
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"CodeAction(workspace={str(self.executor.workspace)!r}, servers={sorted(self.executor.servers)})"
+        )
+
+    # --- capability hooks -------------------------------------------------------------------
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    def get_toolset(self) -> FunctionToolset[Any]:
+        return self._toolset
+
+    def get_instructions(self) -> Any:
+        return self._instructions
+
+    async def before_run(self, ctx: RunContext[AgentDepsT]) -> None:
+        await self.start()
+
+    async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
+        # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.
+        if len(self._runner.suspended):
+            request = getattr(result, "request", None)
+            parts = [*(request.parts if isinstance(request, ModelRequest) else ())]
+            if ctx.messages and isinstance(ctx.messages[-1], ModelRequest):
+                parts.extend(ctx.messages[-1].parts)
+            await self._runner.cancel_denied(parts)
+        return result
+
+    # --- the tool ---------------------------------------------------------------------------
+
+    def _instructions(self, ctx: RunContext[Any]) -> str:
+        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+
+    async def _execute_code(
+        self, ctx: RunContext[Any], code: str, timeout: float | None = None
+    ) -> ToolReturn | str:
+        """Run Python code in the stateful kernel.
+
+        Args:
+            code: The Python code (an IPython cell: top-level await, `!cmd` and magics work).
+            timeout: Seconds the code may run (waiting for approvals does not count); default: the
+                executor's timeout.
+        """
+        await self.start()
+        return await self._runner.execute_code(ctx, code, timeout)
