@@ -94,3 +94,20 @@ async def test_parallel_execute_code_calls_are_refused_while_one_waits(idle_exec
     assert [m.status for m in messages] == ["error", "success"]
     assert "do not call it in parallel" in text_of(messages[0])
     assert text_of(messages[1]) == "2"
+
+
+async def test_a_dead_kernel_is_reported_and_the_next_call_gets_a_fresh_one(
+    idle_executor: CodeExecutor,
+) -> None:
+    _, agent = make_agent(
+        [CodeActionMiddleware(idle_executor)], run_code_then_finish("import os\nos._exit(3)")
+    )
+    out = await agent.ainvoke(user(), config("died"), version="v2")
+    (message,) = tool_messages(out.value)
+    assert message.status == "error"
+    assert "kernel died" in text_of(message)
+    code = "from mcptools.test import add\nprint(add(a=1, b=2))"
+    _, agent = make_agent([CodeActionMiddleware(idle_executor)], run_code_then_finish(code))
+    only_interrupt(await agent.ainvoke(user(), config("after-death"), version="v2"))
+    out = await resume(agent, "after-death", APPROVE)
+    assert text_of(tool_messages(out.value)[0]) == "3"
