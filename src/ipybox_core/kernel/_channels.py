@@ -30,6 +30,7 @@ class KernelChannels:
         self.shell = self._connect(context, zmq.DEALER, connection.address("shell"))
         self.iopub = self._connect(context, zmq.SUB, connection.address("iopub"))
         self.control = self._connect(context, zmq.DEALER, connection.address("control"))
+        self._timeouts: dict[zmq.asyncio.Socket, int] = {}
         self.closed = False
 
     @staticmethod
@@ -50,10 +51,16 @@ class KernelChannels:
 
     async def receive(self, socket: zmq.asyncio.Socket, timeout: float) -> Message | None:
         """The next message on ``socket``, or None if none arrives within ``timeout`` seconds."""
-        ready = int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN
-        if not ready and not await socket.poll(max(0, int(timeout * 1000))):
+        # A receive timeout on the socket costs one timer; poll() + recv would cost a poller, two
+        # futures and the timer for every message.
+        timeout_ms = max(0, int(timeout * 1000))
+        if self._timeouts.get(socket) != timeout_ms:
+            socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+            self._timeouts[socket] = timeout_ms
+        try:
+            frames: list[bytes] = await socket.recv_multipart(copy=True)
+        except zmq.Again:
             return None
-        frames: list[bytes] = await socket.recv_multipart(copy=True)
         try:
             return self._decode(frames)
         except (ValueError, KeyError, IndexError) as exc:  # unsigned, wrongly signed or malformed

@@ -16,9 +16,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import zmq
-import zmq.asyncio
-
 import ipybox_core
 from ipybox_core.errors import (
     ConfigError,
@@ -230,21 +227,17 @@ class Kernel:
         """Wait for a kernel_info reply on shell and for the iopub subscription to be live."""
         timeout = self.config.startup_timeout
         channels = incarnation.channels
-        poller = zmq.asyncio.Poller()
-        poller.register(channels.shell, zmq.POLLIN)
-        poller.register(channels.iopub, zmq.POLLIN)
         started = last_request = time.monotonic()
         channels.send(channels.shell, "kernel_info_request", {})
         replied = subscribed = False
-        while not (replied and subscribed):
-            ready = dict(await poller.poll(50))
-            if channels.shell in ready:
-                reply = await channels.receive(channels.shell, 0)
-                replied = replied or (reply is not None and reply["msg_type"] == "kernel_info_reply")
-            if channels.iopub in ready:
-                subscribed = subscribed or await channels.receive(channels.iopub, 0) is not None
-            if ready:
-                continue
+        while True:
+            if not replied:
+                reply = await channels.receive(channels.shell, 0.05)
+                replied = reply is not None and reply["msg_type"] == "kernel_info_reply"
+            if not subscribed:  # any iopub message: ipykernel >= 7 welcomes each subscriber
+                subscribed = await channels.receive(channels.iopub, 0.05 if replied else 0) is not None
+            if replied and subscribed:
+                return
             exit_code = incarnation.process.exit_code()
             if exit_code is not None:
                 raise KernelStartError(
