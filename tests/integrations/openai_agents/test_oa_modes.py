@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import signal
@@ -167,3 +168,30 @@ async def test_shell_approval_and_a_kernel_dying_while_waiting(tmp_path: Path) -
         assert "the kernel died" in tool_outputs(model)[0]
         assert not executor.busy
         assert (await executor.execute("print('alive again')")).text.strip() == "alive again"
+
+
+async def test_a_decision_after_the_approval_timeout(tmp_path: Path) -> None:
+    """The executor's approval_timeout rejected the call meanwhile: a late approval changes nothing."""
+    async with CodeExecutor(
+        workspace=tmp_path, approve_shell=True, approval_timeout=0.2, timeout=60
+    ) as executor:
+        code = CodeActionTool(executor)
+        model = scripted(
+            "try:\n    !echo too-late\nexcept PermissionError as error:\n    print('rejected:', error)"
+        )
+        agent = make_agent(code, model)
+        waiting = await Runner.run(agent, "go")
+        [item] = waiting.interruptions
+        request = code.request_for(item)
+        assert request is not None
+        while request.pending:  # until the executor's approval timeout rejects it
+            await asyncio.sleep(0.05)
+
+        state = waiting.to_state()
+        state.approve(item)
+        result = await Runner.run(agent, state)
+
+        assert result.final_output == "done"
+        assert tool_outputs(model) == [
+            "rejected: shell command rejected: approval timed out after 0.2 s without a decision"
+        ]
