@@ -84,9 +84,10 @@ class KernelProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGINT)
 
-    def descendants(self) -> list[_ProcStat]:
+    def descendants(self, table: Sequence[_ProcStat] | None = None) -> list[_ProcStat]:
         """The processes started by the kernel, directly or not (Linux; empty elsewhere)."""
-        table = _process_table()
+        if table is None:
+            table = _process_table()
         children: dict[int, list[_ProcStat]] = {}
         for stat in table:
             children.setdefault(stat.ppid, []).append(stat)
@@ -99,8 +100,9 @@ class KernelProcess:
         return found
 
     def _victims(self, known_descendants: Sequence[_ProcStat]) -> list[_ProcStat]:
-        victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants())}
-        for stat in _process_table():
+        table = _process_table()
+        victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants(table))}
+        for stat in table:
             if stat.pgid == self.pid or stat.sid == self.pid:
                 victims.setdefault(stat.pid, stat)
         return list(victims.values())
