@@ -98,7 +98,45 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(_MODULE_OF)
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalGate",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "ApprovalRules",
+    "AuditLog",
+    "CodeError",
+    "CodeExecutor",
+    "CodegenError",
+    "ConfigError",
+    "DisplayOutput",
+    "Execution",
+    "ExecutionCancelled",
+    "ExecutionEvent",
+    "ExecutionResult",
+    "ExecutionTimeout",
+    "ExecutorBusy",
+    "ExecutorClosed",
+    "IpyboxError",
+    "KernelDied",
+    "KernelError",
+    "KernelStartError",
+    "McpConnectionError",
+    "McpProtocolError",
+    "McpServerConfig",
+    "McpServerError",
+    "McpTimeout",
+    "OutputChunk",
+    "RegisteredServer",
+    "ResourceLimits",
+    "SandboxError",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "ToolError",
+    "UnknownToolError",
+    "load_mcp_config",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,11 +20,13 @@ or ``http://host:port``) and ``IPYBOX_TOOL_TOKEN``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
 import socket
 import ssl
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -203,6 +205,7 @@ def _drop_connection() -> None:
 
 
 def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict[str, Any]:
+    _flush_output()  # what the code printed before the call reaches the application before the call
     body = json.dumps(payload).encode()
     headers = {
         "Authorization": f"Bearer {os.environ.get(_TOKEN_ENV, '')}",
@@ -245,6 +248,12 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
         return dict(message.get("result") or {})
     error = message.get("error") or {}
     _raise(str(error.get("type", "")), str(error.get("message", "")), server, tool)
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or replaced stream must not break the call
+            stream.flush()
 
 
 def _read_final_line(response: http.client.HTTPResponse) -> bytes:
