@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ipybox_core.errors import ConfigError
+from ipybox_core.kernel._stale_dirs import mark_owner, sweep_stale_dirs
 from ipybox_core.kernel.config import KernelConfig
 
 MPL_INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -26,6 +27,7 @@ _SOCKET_NAME_ROOM = 8
 _CHANNEL_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 _HOST_VARIABLES = ("HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 _BOOTSTRAP_SOURCE = Path(__file__).with_name("_kernel_bootstrap.py")
+_PRIVATE_DIR_PREFIX = "ipybox-"
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,13 @@ def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
         parent = Path(tempfile.gettempdir())
         if len(str(parent)) > 40 and Path("/tmp").is_dir():
             parent = Path("/tmp")
+        sweep_stale_dirs(parent, _PRIVATE_DIR_PREFIX)
         try:
-            path = Path(tempfile.mkdtemp(prefix="ipybox-", dir=parent))
+            path = Path(tempfile.mkdtemp(prefix=_PRIVATE_DIR_PREFIX, dir=parent))
         except OSError as exc:
             raise ConfigError(f"cannot create a kernel runtime directory in {parent}: {exc}") from None
         path.chmod(0o700)
+        mark_owner(path)
         files = KernelFiles(path, owns_dir=True, name=name)
     if len(os.fsencode(files.socket_base(0))) + _SOCKET_NAME_ROOM > _SUN_PATH_MAX:
         files.remove()

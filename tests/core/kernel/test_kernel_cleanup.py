@@ -143,3 +143,30 @@ async def test_shutdown_flushes_files_the_code_left_open(tmp_path: Path) -> None
     assert target.read_text() == "", "still in the kernel's buffer"
     await kernel.shutdown()
     assert target.read_text() == "buffered data"
+
+
+async def test_directories_of_a_killed_application_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An application killed with SIGKILL cannot clean up: its kernel exits by itself (it watches
+    its parent) and the next kernel started on the machine removes the orphaned directory."""
+    script = (
+        "import asyncio, os, signal\n"
+        "from ipybox_core.kernel import Kernel\n"
+        "async def main():\n"
+        "    kernel = await Kernel.start()\n"
+        "    print(kernel.runtime_dir, kernel.pid, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "asyncio.run(main())\n"
+    )
+    application = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+    )
+    line = await application.stdout.readline()  # type: ignore[union-attr]
+    await application.wait()
+    assert application.returncode == -9
+    runtime_dir, kernel_pid = Path(line.split()[0].decode()), int(line.split()[1])
+    assert runtime_dir.is_dir()
+    assert await wait_gone({kernel_pid}, seconds=10) == set(), "the orphaned kernel exits by itself"
+
+    monkeypatch.setattr("ipybox_core.kernel._stale_dirs._swept", set())
+    async with Kernel():
+        assert not runtime_dir.exists()
