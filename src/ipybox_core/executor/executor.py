@@ -299,6 +299,7 @@ class CodeExecutor:
             cwd=self.workspace,
             env=env,
             python_path=[self.api_root.parent],
+            hidden_frame_paths=[self.api_root],
             launcher=launcher,
             shell_approval=self._approve_shell,
             output_limit=self._output_limit,

@@ -439,3 +439,12 @@ async def test_use_after_close_is_a_clear_error(tmp_path: Path) -> None:
         pass
     with pytest.raises(ExecutorClosed):
         ex.stream("1")
+
+
+async def test_tracebacks_hide_generated_wrapper_frames(executor: CodeExecutor) -> None:
+    result = await executor.execute("from mcptools.test import fail\nfail(kind='tool_error')")
+    assert result.error is not None
+    assert result.error.ename == "ToolError"
+    assert "fail(kind='tool_error')" in result.error.traceback
+    assert "_tools" not in result.error.traceback
+    assert "mcptools/test" not in result.error.traceback
