@@ -1,0 +1,5 @@
+"""``python -m ipybox_core.cli``."""
+
+from ipybox_core.cli import main
+
+raise SystemExit(main())

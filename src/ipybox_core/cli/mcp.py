@@ -1,0 +1,114 @@
+"""``ipybox mcp``: serve ipybox to MCP clients (Claude Code, Claude Desktop, Cursor, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import TYPE_CHECKING
+
+from ipybox_core.cli._console import Console
+from ipybox_core.cli._errors import EXIT_OK
+from ipybox_core.cli._options import add_executor_options, check_paths, positive_float, sandbox_setting
+
+if TYPE_CHECKING:
+    from ipybox_core.mcp_server.service import IpyboxService
+
+DESCRIPTION = """\
+Serve ipybox as an MCP server. Tools: execute_code, register_mcp_server, list_mcp_servers,
+api_reference, install_package, reset. Every MCP call the executed code makes is approved by the
+user through MCP elicitation (the client shows the server, tool and arguments); use --yes to
+approve them automatically. The kernel starts in the background while the client connects."""
+
+EPILOG = """\
+examples:
+  ipybox mcp --workspace . --config mcp.json
+  ipybox mcp --sandbox --transport streamable-http --port 8765
+  claude mcp add ipybox -- uvx ipybox mcp --workspace .
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "mcp",
+        help="serve ipybox as an MCP server (stdio or Streamable HTTP)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_executor_options(
+        parser, workspace_help="the kernel's working directory; the generated API goes to DIR/mcptools"
+    )
+    parser.add_argument(
+        "--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="Streamable HTTP host (default: 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="Streamable HTTP port (default: 8000; 0 picks a free port)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=120.0,
+        metavar="SECONDS",
+        help="default execute_code timeout (default: 120; time waiting for approval does not count)",
+    )
+    parser.add_argument(
+        "--output-limit",
+        type=int,
+        default=30_000,
+        metavar="CHARS",
+        help="default maximum characters of execute_code output returned (default: 30000)",
+    )
+    parser.add_argument(
+        "--approval-timeout",
+        type=positive_float,
+        default=600.0,
+        metavar="SECONDS",
+        help="reject an MCP call whose approval is not answered in time (default: 600)",
+    )
+    parser.add_argument(
+        "--install-timeout",
+        type=positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long install_package may take (default: 300)",
+    )
+    parser.add_argument(
+        "--pip-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra option for every pip install, e.g. --pip-arg=--index-url=URL (repeatable)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ipybox_core.mcp_server.service import IpyboxService
+    from ipybox_core.mcp_server.settings import McpServerSettings
+
+    check_paths(args)
+    settings = McpServerSettings(
+        workspace=args.workspace,
+        sandbox=sandbox_setting(args),
+        config=args.config,
+        env_file=args.env_file,
+        auto_approve=args.yes,
+        timeout=args.timeout,
+        output_limit=args.output_limit,
+        approval_timeout=args.approval_timeout,
+        install_timeout=args.install_timeout,
+        pip_args=tuple(args.pip_arg),
+    )
+    service = IpyboxService(settings, notify=console.warn)
+    asyncio.run(_serve(service, args, console))
+    return EXIT_OK
+
+
+async def _serve(service: IpyboxService, args: argparse.Namespace, console: Console) -> None:
+    from ipybox_core.mcp_server.server import serve
+
+    def listening(url: str) -> None:
+        console.info(f"ipybox MCP server listening on {url}")
+
+    await serve(service, transport=args.transport, host=args.host, port=args.port, on_listening=listening)

@@ -1,0 +1,137 @@
+"""``ipybox run FILE.py|-``: execute a file in a kernel, approving its MCP calls in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ipybox_core.cli._console import Console
+from ipybox_core.cli._errors import EXIT_CODE_ERROR, EXIT_OK, UsageError
+from ipybox_core.cli._options import add_executor_options, check_paths, positive_float, sandbox_setting
+from ipybox_core.cli._prompt import TerminalApprover
+
+if TYPE_CHECKING:
+    from ipybox_core.executor import CodeExecutor
+
+DESCRIPTION = """\
+Execute a Python file (or code from stdin with "-") in a fresh IPython kernel. MCP servers from
+--config are importable as `from mcptools.<server> import <tool>`; each MCP call the code makes
+is shown and waits for your approval (y/N) unless --yes is given. Approval answers are read from
+the terminal; with a file they may also be piped to stdin."""
+
+EPILOG = """\
+exit codes: 0 success, 1 the code raised, 2 usage or configuration error,
+            3 ipybox failure (MCP server unreachable, timeout, kernel died), 130 interrupted
+
+examples:
+  ipybox run script.py --config mcp.json
+  echo 'print(1 + 1)' | ipybox run -
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="execute a Python file, approving its MCP calls in the terminal",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", metavar="FILE.py|-", help='the code to run ("-": read it from stdin)')
+    add_executor_options(parser, workspace_help="the kernel's working directory (default: .)")
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="interrupt the code after this long (time waiting for approval does not count; default: none)",
+    )
+    parser.add_argument(
+        "--images", type=Path, metavar="DIR", help="save the images the code displays as PNG files in DIR"
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    check_paths(args)
+    code = _read_code(args.file)
+    approver = TerminalApprover(auto_approve=args.yes, answers_from_stdin=args.file != "-", console=console)
+    return asyncio.run(_run(code, args, approver, console))
+
+
+def _read_code(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    if not path.is_file():
+        raise UsageError(f"{file}: no such file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{file}: not UTF-8 text ({exc.reason})") from None
+
+
+async def _run(code: str, args: argparse.Namespace, approver: TerminalApprover, console: Console) -> int:
+    from ipybox_core.executor import CodeExecutor
+    from ipybox_core.mcp.config import load_mcp_config
+    from ipybox_core.mcp_server.environment import load_environment
+
+    env = load_environment(args.env_file or args.workspace / ".env")
+    configs = load_mcp_config(args.config, environ=env.mcp_env) if args.config is not None else {}
+    sandbox = sandbox_setting(args)
+    console.progress("starting the kernel" + (" in the sandbox" if sandbox else ""))
+    async with CodeExecutor(
+        workspace=args.workspace,
+        sandbox=sandbox,
+        mcp_env=env.mcp_env,
+        kernel_env=env.kernel_env,
+        timeout=args.timeout,
+    ) as executor:
+        for name, config in configs.items():
+            console.progress(
+                f"connecting to MCP server {name!r} ({config.describe()}) and generating its API"
+            )
+            await executor.register_mcp_server(name, config)
+        return await _execute(executor, code, args, approver, console)
+
+
+async def _execute(
+    executor: CodeExecutor, code: str, args: argparse.Namespace, approver: TerminalApprover, console: Console
+) -> int:
+    from ipybox_core.approval import ApprovalRequest
+    from ipybox_core.executor import DisplayOutput, ExecutionResult, OutputChunk
+
+    images = 0
+    async with executor.stream(code) as execution:
+        async for event in execution:
+            if isinstance(event, OutputChunk):
+                stream = sys.stdout if event.stream == "stdout" else sys.stderr
+                stream.write(event.text)
+                stream.flush()
+            elif isinstance(event, ApprovalRequest):
+                sys.stdout.flush()
+                await approver.decide(event)
+            elif isinstance(event, DisplayOutput):
+                if event.png is not None:
+                    images += 1
+                    print(_image_note(event.png, images, args.images), flush=True)
+                elif event.text:
+                    print(event.text, flush=True)
+            elif isinstance(event, ExecutionResult) and event.error is not None:
+                sys.stdout.flush()
+                print(event.error.traceback or str(event.error), file=sys.stderr, flush=True)
+                return EXIT_CODE_ERROR
+    return EXIT_OK
+
+
+def _image_note(png: bytes, number: int, folder: Path | None) -> str:
+    if folder is None:
+        return f"[image {number}: PNG, {len(png):,} bytes; use --images DIR to save it]"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"image-{number}.png"
+    path.write_bytes(png)
+    return f"[image {number}: {path}]"

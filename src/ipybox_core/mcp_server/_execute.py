@@ -1,0 +1,100 @@
+"""``execute_code``: run code, deciding its MCP calls through the MCP client, and report the result."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, InputRequiredResult
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.mcp_server._results import execution_result, text_result
+from ipybox_core.mcp_server.approvals import Approver, answer_action, apply_answer
+from ipybox_core.mcp_server.service import IpyboxService
+
+BUSY_MESSAGE = (
+    "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
+    "its result before calling execute_code again (do not call it in parallel), or call `reset`."
+)
+GONE_MESSAGE = (
+    "Error: the execution waiting for this approval is gone: nobody answered in time, `reset` was "
+    "called, or the server restarted. Run the code again."
+)
+
+
+async def start(
+    service: IpyboxService,
+    approver: Approver,
+    ctx: Context[Any, Any],
+    code: str,
+    timeout: float | None,
+    max_chars: int,
+) -> CallToolResult | InputRequiredResult:
+    """A fresh call: start ``code`` and run it to its first stop."""
+    executor = await service.executor()
+    await service.parked.sweep()
+    try:
+        execution = executor.stream(code, timeout=timeout)
+    except ExecutorBusy:
+        return text_result(BUSY_MESSAGE, error=True)
+    return await drive(service, approver, ctx, execution, max_chars)
+
+
+async def resume(
+    service: IpyboxService, approver: Approver, ctx: Context[Any, Any], key: str
+) -> CallToolResult | InputRequiredResult:
+    """The client's retry of an ``InputRequiredResult``: apply the answer and continue the execution."""
+    parked = service.parked.take(key)
+    if parked is None:
+        return text_result(GONE_MESSAGE, error=True)
+    responses = ctx.input_responses or {}
+    await apply_answer(parked.request, answer_action(responses.get(parked.key)))
+    return await drive(service, approver, ctx, parked.execution, parked.max_chars)
+
+
+async def drive(
+    service: IpyboxService,
+    approver: Approver,
+    ctx: Context[Any, Any],
+    execution: Execution,
+    max_chars: int,
+) -> CallToolResult | InputRequiredResult:
+    """Run ``execution`` until it ends, or until the client must be asked in a new round."""
+    try:
+        while True:
+            stop = await _next_stop(execution)
+            if isinstance(stop, ExecutionResult):
+                return execution_result(stop, max_chars=max_chars)
+            channel = approver.channel(ctx)
+            if channel == "input_required":
+                parked = service.parked.park(execution, stop, max_chars)
+                return InputRequiredResult(
+                    input_requests={parked.key: approver.input_request(stop)}, request_state=parked.key
+                )
+            await approver.decide_now(stop, ctx, channel)
+    except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        return text_result(_failure(error), error=True)
+    except BaseException:
+        # The request was cancelled or the connection lost: do not leave the code running.
+        await asyncio.shield(execution.cancel("the MCP request was cancelled"))
+        raise
+
+
+async def _next_stop(execution: Execution) -> ApprovalRequest | ExecutionResult:
+    async for event in execution:
+        if isinstance(event, (ApprovalRequest, ExecutionResult)):
+            return event
+    raise RuntimeError("the execution ended without a result")
+
+
+def _failure(error: BaseException) -> str:
+    if isinstance(error, ExecutionTimeout):
+        return f"Error: {error}"
+    if isinstance(error, KernelDied):
+        return (
+            f"Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
+        )
+    return "Error: the execution was cancelled (reset, or the server is shutting down)."

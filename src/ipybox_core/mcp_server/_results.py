@@ -1,0 +1,31 @@
+"""Tool results of the ipybox MCP server: text plus PNG images, errors flagged."""
+
+from __future__ import annotations
+
+import base64
+
+from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
+
+from ipybox_core.executor import ExecutionResult
+from ipybox_core.kernel._text import truncate_middle
+
+
+def execution_result(result: ExecutionResult, *, max_chars: int) -> CallToolResult:
+    """The output (or traceback) as text and every image as MCP image content.
+
+    Code that raised is a normal result (``isError`` false): the traceback is what the agent
+    reads to fix its code. Only ipybox failures (timeouts, a dead kernel) are error results.
+    """
+    content: list[ContentBlock] = [
+        TextContent(type="text", text=truncate_middle(result.to_text(), max_chars))
+    ]
+    content.extend(
+        ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png")
+        for png in result.images
+    )
+    return CallToolResult(content=content)
+
+
+def text_result(text: str, *, error: bool = False) -> CallToolResult:
+    """A plain text result; ``error`` marks it as an ipybox failure."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)

@@ -1,0 +1,142 @@
+"""Approving the code's MCP calls through the MCP client: elicitation, in both protocol eras.
+
+Each MCP call made by code in ``execute_code`` becomes one elicitation naming the server, the
+tool and the arguments. Accept runs the call; decline or cancel raises ``PermissionError`` in the
+code. How the question travels depends on the protocol version the client negotiated:
+
+- up to 2025-11-25 (the ``initialize`` handshake, what Claude Code, Claude Desktop, Cursor and
+  ``Client(mode="legacy")`` speak): the server sends an ``elicitation/create`` request in the
+  middle of the ``tools/call`` and waits for the answer (:meth:`Approver.ask_inline`);
+- from 2026-07-28 (``Client(mode="auto")``, the 2.x SDK's default): servers cannot send requests
+  to the client (``NoBackChannelError``). Instead the ``tools/call`` returns an
+  ``InputRequiredResult`` carrying the elicitation; the execution stays parked while the client
+  asks the user and retries the call with the answer (:class:`~ipybox_core.mcp_server._parking`).
+  The official client does this by itself when it has an ``elicitation_callback``.
+
+Without elicitation support in the client, calls are rejected with a message that says how to
+auto-approve; with ``auto_approve`` every call is accepted without asking.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
+from mcp_types.version import is_version_at_least
+from pydantic import BaseModel
+
+from ipybox_core.approval import ApprovalRequest
+
+INPUT_REQUIRED_VERSION = "2026-07-28"
+"""First protocol version whose tool calls carry elicitations in an ``InputRequiredResult``."""
+
+NO_ELICITATION_MESSAGE = (
+    "this MCP call needs the user's approval, but the MCP client cannot ask the user (it does not "
+    "support elicitation). Start the server with `ipybox mcp --yes` to approve MCP calls "
+    "automatically, or use a client that supports elicitation."
+)
+
+Channel = Literal["auto", "inline", "input_required", "unavailable"]
+
+
+class _Confirm(BaseModel):
+    """Nothing to fill in: accept or decline is the answer."""
+
+
+@dataclass(frozen=True)
+class Approver:
+    """Decides the approval requests of executions run for one MCP client request."""
+
+    auto_approve: bool = False
+
+    def channel(self, ctx: Context[Any, Any]) -> Channel:
+        """How requests of the current tool call are decided."""
+        if self.auto_approve:
+            return "auto"
+        if not _supports_form_elicitation(ctx):
+            return "unavailable"
+        version = ctx.protocol_version
+        if version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION):
+            return "input_required"
+        return "inline"
+
+    async def decide_now(self, request: ApprovalRequest, ctx: Context[Any, Any], channel: Channel) -> None:
+        """Decide ``request`` within the current tool call (every channel but ``input_required``)."""
+        if channel == "auto":
+            await request.accept()
+        elif channel == "unavailable":
+            await request.reject(NO_ELICITATION_MESSAGE)
+        else:
+            await self.ask_inline(request, ctx)
+
+    async def ask_inline(self, request: ApprovalRequest, ctx: Context[Any, Any]) -> None:
+        """Send an ``elicitation/create`` request and apply the user's answer."""
+        try:
+            answer = await ctx.elicit(approval_message(request), _Confirm)
+        except Exception as exc:  # the client failed to answer: never run the call unapproved
+            await request.reject(f"the approval request failed: {exc}")
+            return
+        await apply_answer(request, answer.action)
+
+    def input_request(self, request: ApprovalRequest) -> ElicitRequest:
+        """The elicitation for ``request``, to embed in an ``InputRequiredResult``."""
+        return ElicitRequest(
+            params=ElicitRequestFormParams(message=approval_message(request), requested_schema=CONFIRM_SCHEMA)
+        )
+
+
+CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+"""An empty form: the user only accepts or declines."""
+
+
+async def apply_answer(request: ApprovalRequest, action: str | None) -> None:
+    """Accept on ``"accept"``; reject on anything else (decline, cancel, no answer)."""
+    if not request.pending:
+        return  # decided meanwhile (e.g. the approval timed out)
+    if action == "accept":
+        await request.accept()
+    elif action == "decline":
+        await request.reject("the user declined the MCP call")
+    elif action == "cancel":
+        await request.reject("the user dismissed the approval request")
+    else:
+        await request.reject("the MCP client returned no answer to the approval request")
+
+
+def answer_action(response: object) -> str | None:
+    """The ``action`` of an input response (an :class:`ElicitResult` or its dict form)."""
+    if isinstance(response, ElicitResult):
+        return response.action
+    if isinstance(response, dict):
+        action = response.get("action")
+        return action if isinstance(action, str) else None
+    return None
+
+
+def approval_message(request: ApprovalRequest) -> str:
+    """The question shown to the user: server, tool, arguments and the tool's hints."""
+    if request.kind == "shell":
+        return f"ipybox: the code wants to run a shell command:\n\n{request.args.get('command', '')}"
+    hints = []
+    if request.annotations.read_only_hint:
+        hints.append("read-only")
+    if request.annotations.destructive_hint:
+        hints.append("destructive")
+    hint = f" ({', '.join(hints)})" if hints else ""
+    arguments = json.dumps(request.args, indent=2, ensure_ascii=False, default=str)
+    return (
+        f"ipybox: approve this MCP tool call{hint}?\n\n"
+        f"server: {request.server}\ntool: {request.tool}\narguments: {arguments}"
+    )
+
+
+def _supports_form_elicitation(ctx: Context[Any, Any]) -> bool:
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None:
+        return False
+    # An empty capability object (2025-06-18 clients) means form mode.
+    return elicitation.form is not None or elicitation.url is None

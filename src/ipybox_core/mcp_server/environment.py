@@ -1,0 +1,114 @@
+"""Which environment variables reach MCP servers and which reach the kernel.
+
+Secrets live in the host environment or in a workspace ``.env`` file. They fill ``${VAR}``
+placeholders of MCP server configs (so they reach MCP servers) but never enter the kernel, whose
+environment is built from scratch. A variable named ``KERNEL_ENV_<NAME>`` is the exception: it
+reaches the kernel as ``<NAME>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ipybox_core.errors import ConfigError
+
+KERNEL_ENV_PREFIX = "KERNEL_ENV_"
+"""Variables with this prefix reach the kernel, with the prefix stripped."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The two environments ipybox hands out.
+
+    ``mcp_env`` fills ``${VAR}`` placeholders of MCP server configs: the host environment, with
+    ``.env`` values for variables the host does not set. ``kernel_env`` is what the kernel gets
+    beyond its minimal environment: every ``KERNEL_ENV_<NAME>`` variable as ``<NAME>``.
+    """
+
+    mcp_env: dict[str, str] = field(default_factory=dict, repr=False)
+    kernel_env: dict[str, str] = field(default_factory=dict, repr=False)
+    dotenv: Path | None = None
+    """The ``.env`` file that was read, if any."""
+
+
+def load_environment(
+    dotenv: str | os.PathLike[str] | None, *, environ: Mapping[str, str] | None = None
+) -> Environment:
+    """Combine the host environment (``environ``, default ``os.environ``) with a ``.env`` file.
+
+    A missing ``.env`` file is fine (``dotenv`` is then ``None`` in the result); an unreadable or
+    malformed one raises :class:`ConfigError` naming the line.
+    """
+    host = dict(os.environ if environ is None else environ)
+    values: dict[str, str] = {}
+    read: Path | None = None
+    if dotenv is not None and Path(dotenv).is_file():
+        read = Path(dotenv)
+        values = parse_dotenv(read)
+    merged = {**values, **host}
+    kernel_env = {
+        name[len(KERNEL_ENV_PREFIX) :]: value
+        for name, value in merged.items()
+        if name.startswith(KERNEL_ENV_PREFIX) and len(name) > len(KERNEL_ENV_PREFIX)
+    }
+    return Environment(mcp_env=merged, kernel_env=kernel_env, dotenv=read)
+
+
+def parse_dotenv(path: Path) -> dict[str, str]:
+    """Parse a ``.env`` file: ``NAME=value`` lines, optional ``export``, quotes, ``#`` comments.
+
+    Double-quoted values understand ``\\n``, ``\\t``, ``\\"`` and ``\\\\``; single-quoted values are
+    literal; unquoted values end at `` #``. No ``${VAR}`` expansion happens here.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {str(path)!r}: {exc}") from None
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, separator, value = line.partition("=")
+        name = name.strip()
+        if not separator or not _NAME.fullmatch(name):
+            raise ConfigError(f"{path}:{number}: expected NAME=value, got {raw.strip()!r}")
+        values[name] = _value(value.strip(), f"{path}:{number}")
+    return values
+
+
+def _value(value: str, where: str) -> str:
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        end = _closing_quote(value, quote)
+        if end < 0:
+            raise ConfigError(f"{where}: unterminated {quote} quote")
+        inner = value[1:end]
+        if quote == '"':
+            inner = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), inner)
+        return inner
+    comment = value.find(" #")
+    return (value[:comment] if comment >= 0 else value).strip()
+
+
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r"}
+
+
+def _closing_quote(value: str, quote: str) -> int:
+    index = 1
+    while index < len(value):
+        if quote == '"' and value[index] == "\\":
+            index += 2
+            continue
+        if value[index] == quote:
+            return index
+        index += 1
+    return -1

@@ -1,0 +1,283 @@
+"""The ipybox MCP server: code actions with approved MCP calls, for any MCP client."""
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context, RequestStateSecurity
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import Field
+
+from ipybox_core.errors import ConfigError, IpyboxError
+from ipybox_core.mcp_server import _execute
+from ipybox_core.mcp_server._results import text_result
+from ipybox_core.mcp_server._stdio import run_stdio
+from ipybox_core.mcp_server.approvals import Approver
+from ipybox_core.mcp_server.packages import install_requirements
+from ipybox_core.mcp_server.service import IpyboxService
+
+if TYPE_CHECKING:
+    from ipybox_core.executor import CodeExecutor
+
+SERVER_NAME = "ipybox"
+
+INSTRUCTIONS = """\
+ipybox runs Python in a stateful IPython kernel (variables, imports and functions persist between
+`execute_code` calls) and exposes MCP servers to that code as a typed Python API:
+`from mcptools.<server> import <tool>`; each tool is a function with keyword arguments. Call
+`api_reference` to see the signatures of every registered server's tools, and `register_mcp_server`
+to add a server. Prefer one `execute_code` call that calls several tools and processes their results
+in Python (filter, join, aggregate, print only what matters) over many small calls. Each MCP call
+the code makes may need the user's approval; a rejected call raises PermissionError in the code, a
+failing tool raises ToolError. Images the code displays (e.g. matplotlib) are returned as images.
+"""
+
+EXECUTE_CODE_DESCRIPTION = """\
+Execute Python code in a stateful IPython kernel and return its output (stdout, stderr, the value of
+the last expression) and the images it displayed. If the code raises, the result is the traceback:
+fix the code and try again. Top-level `await` works; `!cmd` runs a shell command. MCP tools are
+importable from `mcptools` (see `api_reference`); each call may wait for the user's approval and
+raises PermissionError when rejected."""
+
+
+def build_server(service: IpyboxService) -> MCPServer[Any]:
+    """The MCP server with ipybox's tools (the caller starts and closes ``service``)."""
+    ttl = service.settings.approval_timeout + 60.0
+    server: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        request_state_security=RequestStateSecurity.ephemeral(ttl=ttl),
+    )
+    approver = Approver(auto_approve=service.settings.auto_approve)
+    settings = service.settings
+
+    @server.tool(description=EXECUTE_CODE_DESCRIPTION, annotations=ToolAnnotations(open_world_hint=True))
+    async def execute_code(
+        code: Annotated[str, Field(description="Python code (IPython syntax) to execute")],
+        ctx: Context[Any, Any],
+        timeout: Annotated[
+            float | None,
+            Field(description=f"seconds before the code is interrupted (default {settings.timeout:g})", gt=0),
+        ] = None,
+        max_output_chars: Annotated[
+            int | None,
+            Field(
+                description=f"longest text returned; longer output keeps its head and tail "
+                f"(default {settings.output_limit})",
+                ge=100,
+                le=100_000,
+            ),
+        ] = None,
+    ) -> CallToolResult | InputRequiredResult:
+        if ctx.request_state is not None:
+            return await _execute.resume(service, approver, ctx, ctx.request_state)
+        limit = max_output_chars or settings.output_limit
+        return await _guard(_execute.start(service, approver, ctx, code, timeout, limit))
+
+    @server.tool(annotations=ToolAnnotations(open_world_hint=True))
+    async def register_mcp_server(
+        name: Annotated[str, Field(description="name of the server; its API is `mcptools.<name>`")],
+        config: Annotated[
+            dict[str, Any],
+            Field(
+                description='the server config as in an mcpServers file: {"command": ..., "args": [...], '
+                '"env": {...}} for stdio, {"url": ..., "headers": {...}} for Streamable HTTP or SSE; '
+                "${VAR} placeholders are filled from the ipybox server's environment"
+            ),
+        ],
+    ) -> str:
+        """Connect to an MCP server and generate its typed Python API; returns the API's signatures.
+
+        A stdio server runs on the host, outside any sandbox. Registering a name again replaces
+        the server and its API.
+        """
+        executor = await _executor(service)
+        try:
+            registered = await executor.register_mcp_server(name, config)
+        except IpyboxError as exc:
+            raise ToolError(str(exc)) from None
+        service.startup_failures.pop(name, None)
+        return registered.reference
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def list_mcp_servers() -> str:
+        """The registered MCP servers: name, Python module, connection and number of tools."""
+        executor = await _executor(service)
+        lines = [
+            f"{name}: `{reg.module}`, {len(reg.package.tools)} tools, {reg.config.describe()}"
+            for name, reg in sorted(executor.servers.items())
+        ]
+        lines += [f"{name}: FAILED to start: {error}" for name, error in service.startup_failures.items()]
+        return "\n".join(lines) if lines else "No MCP servers are registered."
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def api_reference(
+        servers: Annotated[
+            list[str] | None, Field(description="only these servers (default: all registered servers)")
+        ] = None,
+        max_chars: Annotated[
+            int | None, Field(description="shorten the reference to this size", ge=200)
+        ] = None,
+    ) -> str:
+        """Python signatures of the registered MCP servers' tools, to use in `execute_code`."""
+        executor = await _executor(service)
+        unknown = sorted(set(servers or []) - set(executor.servers))
+        if unknown:
+            raise ToolError(
+                f"unknown servers: {', '.join(unknown)} (registered: {', '.join(executor.servers)})"
+            )
+        if not executor.servers:
+            return "No MCP servers are registered yet: use register_mcp_server."
+        return executor.api_reference(servers, max_chars=max_chars)
+
+    @server.tool(annotations=ToolAnnotations(open_world_hint=True))
+    async def install_package(
+        packages: Annotated[
+            list[str],
+            Field(
+                description='requirements such as "httpx", "pandas>=2", "name @ https://..."', min_length=1
+            ),
+        ],
+    ) -> CallToolResult:
+        """pip-install packages into the kernel's Python environment (on the host, outside any
+        sandbox); the running kernel can import them afterwards."""
+        executor = await _executor(service)
+        try:
+            result = await install_requirements(
+                packages, extra_args=settings.pip_args, timeout=settings.install_timeout
+            )
+        except IpyboxError as exc:
+            raise ToolError(str(exc)) from None
+        if result.timed_out:
+            return text_result(
+                f"pip timed out after {settings.install_timeout:g} s and was stopped.\n{result.output}",
+                error=True,
+            )
+        if not result.ok:
+            return text_result(f"pip failed (exit code {result.returncode}):\n{result.output}", error=True)
+        if not executor.busy:
+            await executor.execute(
+                "import importlib as _ipybox_il\n_ipybox_il.invalidate_caches()\ndel _ipybox_il"
+            )
+        return text_result(f"installed: {', '.join(result.requirements)}\n{result.output}")
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    async def reset() -> str:
+        """Restart the kernel: all variables and imports are lost; registered MCP servers and their
+        API are kept. Also stops a running or waiting execution."""
+        executor = await _executor(service)
+        await service.parked.cancel_all("the kernel was reset")
+        await executor.reset()
+        return "The kernel was reset: state cleared, MCP servers and their API kept."
+
+    return server
+
+
+async def _executor(service: IpyboxService) -> "CodeExecutor":
+    try:
+        return await service.executor()
+    except IpyboxError as exc:
+        raise ToolError(str(exc)) from None
+
+
+async def _guard(result: Any) -> CallToolResult | InputRequiredResult:
+    try:
+        value: CallToolResult | InputRequiredResult = await result
+    except IpyboxError as exc:
+        return text_result(f"Error: {exc}", error=True)
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ipybox")
+    except PackageNotFoundError:
+        return "0"
+
+
+async def serve(
+    service: IpyboxService,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve over stdio (until the client closes the connection) or Streamable HTTP, until SIGINT
+    or SIGTERM; when this returns, the kernel and every MCP server process are gone."""
+    if transport not in ("stdio", "streamable-http"):
+        raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
+    server = build_server(service)
+    async with service:
+        if transport == "stdio":
+            serving = asyncio.create_task(run_stdio(server))
+
+            def stop() -> None:
+                serving.cancel()
+
+            with _on_signals(stop), contextlib.suppress(asyncio.CancelledError):
+                await serving
+        else:
+            await _serve_http(server, host, port, on_listening)
+
+
+async def _serve_http(
+    server: MCPServer[Any], host: str, port: int, on_listening: Callable[[str], None] | None
+) -> None:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernel
+            yield
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound_port = sock.getsockname()[1]
+    app = server.streamable_http_app(host=host)
+    http = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+
+    def stop() -> None:
+        http.should_exit = True
+
+    if on_listening is not None:
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        on_listening(f"http://{shown}:{bound_port}/mcp")
+    try:
+        with _on_signals(stop):
+            await http.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+@contextlib.contextmanager
+def _on_signals(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` on SIGINT/SIGTERM/SIGHUP (main thread only); default handling afterwards."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(signum, callback)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed.append(signum)
+    try:
+        yield
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,47 @@
+"""Settings of ``ipybox mcp``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ipybox_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class McpServerSettings:
+    """How the ipybox MCP server runs its kernel and answers its clients."""
+
+    workspace: Path = field(default_factory=Path.cwd)
+    """The kernel's working directory; the generated API goes to ``<workspace>/mcptools``."""
+    sandbox: bool | Path = False
+    """``True``: the default bubblewrap sandbox; a path: a sandbox config file; ``False``: none."""
+    config: Path | None = None
+    """An ``{"mcpServers": ...}`` file whose servers are registered at start."""
+    env_file: Path | None = None
+    """The ``.env`` file with secrets for MCP configs; default ``<workspace>/.env``."""
+    auto_approve: bool = False
+    """Approve every MCP call without asking the user."""
+    timeout: float = 120.0
+    """Default ``execute_code`` timeout in seconds (time waiting for approval does not count)."""
+    output_limit: int = 30_000
+    """Default maximum characters of ``execute_code`` text returned to the client."""
+    approval_timeout: float = 600.0
+    """Seconds an approval may stay unanswered before the call is rejected."""
+    install_timeout: float = 300.0
+    """Seconds ``install_package`` may take."""
+    pip_args: tuple[str, ...] = ()
+    """Extra pip options for every ``install_package`` (e.g. ``--index-url URL``); set by the
+    operator, never by the agent."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workspace", Path(self.workspace).resolve())
+        for name in ("timeout", "approval_timeout", "install_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if self.output_limit < 100:
+            raise ConfigError(f"output_limit must be at least 100 characters, got {self.output_limit}")
+
+    @property
+    def dotenv_path(self) -> Path:
+        return self.env_file if self.env_file is not None else self.workspace / ".env"
