@@ -67,7 +67,8 @@ class CodeRunner:
 
     async def execute_code(self, ctx: RunContext[Any], code: str, timeout: float | None) -> ToolReturn | str:
         key = ctx.tool_call_id or "execute_code"
-        parked = await self.suspended.take(key)
+        parked = self.suspended.get(key)  # even if it finished meanwhile (an approval timed out)
+        await self.suspended.take(key)
         if parked is None:
             if ctx.tool_call_approved:
                 return STALE_APPROVAL_MESSAGE

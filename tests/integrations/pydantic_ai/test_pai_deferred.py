@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
-from pai_kit import THREE_CALLS, ScriptedModel, returns_of, roundtrip, run_deferred, text_of
+from pai_kit import THREE_CALLS, ScriptedModel, returns_of, roundtrip, run_deferred, stream_run, text_of
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
 
 from ipybox_core import CodeExecutor
@@ -200,3 +202,45 @@ async def test_aclose_interrupts_a_suspended_execution(executor: CodeExecutor) -
     assert code_action.suspended == 0
     assert not executor.busy
     await code_action.aclose()  # idempotent
+
+
+async def test_execution_that_finished_while_suspended_returns_its_result(
+    tmp_path: Path, clean_raw_server_config: dict[str, Any]
+) -> None:
+    code = """\
+from mcptools.raw import echo
+try:
+    echo(text="late")
+except PermissionError as error:
+    print("refused:", error)
+"""
+    model = ScriptedModel([code])
+    async with CodeAction(
+        workspace=tmp_path, mcp_servers={"raw": clean_raw_server_config}, approval_timeout=0.2
+    ) as code_action:
+        agent = Agent(model.model, capabilities=[code_action], output_type=[str, DeferredToolRequests])
+        result = await agent.run("go")
+        assert isinstance(result.output, DeferredToolRequests)
+        for _ in range(200):  # the approval times out in the executor and the code runs to its end
+            if not code_action.executor.busy:
+                break
+            await asyncio.sleep(0.05)
+        late = approval_results(result.output, lambda a: True)
+        result = await agent.run(message_history=result.all_messages(), deferred_tool_results=late)
+    assert (
+        result.output
+        == "done: refused: raw.echo was rejected: approval timed out after 0.2 s without a decision"
+    )
+
+
+async def test_tool_denied_in_a_streamed_run_also_interrupts_the_kernel(executor: CodeExecutor) -> None:
+    model = ScriptedModel(["from mcptools.test import add\nstreamed_sum = add(a=1, b=1)", "print('next')"])
+    agent = deferred_agent(executor, model)
+    _, result = await stream_run(agent, "go")
+    assert isinstance(result.output, DeferredToolRequests)
+    abort = approval_results(result.output, lambda a: Decision.abort("no"))
+    _, result = await stream_run(agent, message_history=result.all_messages(), deferred_tool_results=abort)
+    assert [(part.outcome, text_of(part)) for part in returns_of(result)] == [
+        ("denied", "no"),
+        ("success", "next"),
+    ]

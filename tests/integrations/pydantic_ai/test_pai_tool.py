@@ -112,11 +112,16 @@ async def test_an_owned_executor_starts_with_the_first_run_and_closes_with_aclos
     tmp_path: Path, clean_raw_server_config: dict[str, Any]
 ) -> None:
     code_action = CodeAction(mcp_servers={"raw": clean_raw_server_config}, workspace=tmp_path / "ws")
-    model = ScriptedModel(["from mcptools.raw import echo\nprint(echo(text='hi'))"])
+    model = ScriptedModel(
+        ["from mcptools.raw import echo\nprint(echo(text='hi'))", "import os\nos._exit(3)", "1 + 1"]
+    )
     agent = Agent(model.model, capabilities=[code_action, HandleDeferredToolCalls(handler=approve_all)])
     try:
         result = await agent.run("go")
-        assert result.output == "done: hi"
+        echoed, died, after = (text_of(part) for part in returns_of(result))
+        assert echoed == "hi"
+        assert died.startswith("Error: the kernel died")  # told to the model; the run goes on
+        assert after == "2"  # in a fresh kernel
         assert "from mcptools.raw import" in (model.infos[0].instructions or "")
         assert code_action.executor.workspace == (tmp_path / "ws").resolve()
     finally:
