@@ -1,6 +1,7 @@
 """A PydanticAI agent that acts by writing Python, with you approving every MCP call it makes.
 
-    python examples/pydantic_ai_agent.py                 # a real model (needs OPENAI_API_KEY, or --model)
+    python examples/pydantic_ai_agent.py                 # a real model: OPENAI_API_KEY, ANTHROPIC_API_KEY
+    python examples/pydantic_ai_agent.py --model NAME    # or any PydanticAI model name
     python examples/pydantic_ai_agent.py --offline       # a scripted model: no key, no network
     python examples/pydantic_ai_agent.py --offline --yes # approve every call without asking
     python examples/pydantic_ai_agent.py --inline        # approve during the run (HandleDeferredToolCalls)
@@ -48,9 +49,7 @@ from ipybox_integrations.pydantic_ai import (
     pending_approvals,
 )
 
-PROMPT = (
-    "Find the cheapest book in the shop, show the books' prices in EUR, and order one copy of the cheapest."
-)
+PROMPT = "Show the shop's books with their prices in EUR, then order one copy of the cheapest."
 DEMO_SERVER = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}
 
 # --- the offline model: writes the code a capable model would write ----------------------------
@@ -193,21 +192,28 @@ def _indent(text: str) -> str:
     return "".join(f"  | {line}\n" for line in text.rstrip("\n").splitlines())
 
 
+MODELS_BY_KEY = {"OPENAI_API_KEY": "openai:gpt-5", "ANTHROPIC_API_KEY": "anthropic:claude-sonnet-4-6"}
+
+
+def default_model() -> str | None:
+    """``$IPYBOX_MODEL``, else a model of the first provider whose API key is set."""
+    if os.environ.get("IPYBOX_MODEL"):
+        return os.environ["IPYBOX_MODEL"]
+    return next((model for key, model in MODELS_BY_KEY.items() if os.environ.get(key)), None)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--offline", action="store_true", help="use a scripted model (no API key needed)")
     parser.add_argument("--yes", action="store_true", help="approve every MCP call without asking")
-    parser.add_argument(
-        "--inline", action="store_true", help="approve inside the run instead of between runs"
-    )
-    parser.add_argument(
-        "--model", default=os.environ.get("IPYBOX_MODEL", "openai:gpt-5"), help="PydanticAI model name"
-    )
+    parser.add_argument("--inline", action="store_true", help="approve inside the run, not between runs")
+    parser.add_argument("--model", default=default_model(), help="a PydanticAI model name")
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--workspace", help="kernel working directory (default: a temporary one)")
     args = parser.parse_args(argv)
-    if not args.offline and args.model.startswith("openai:") and not os.environ.get("OPENAI_API_KEY"):
-        parser.error("OPENAI_API_KEY is not set: set it, pick another --model, or run with --offline")
+    if not args.offline and args.model is None:
+        keys = " or ".join(MODELS_BY_KEY)
+        parser.error(f"no model: set {keys} (or IPYBOX_MODEL), pass --model, or run with --offline")
     return args
 
 
