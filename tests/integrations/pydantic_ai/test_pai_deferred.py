@@ -171,10 +171,9 @@ async def test_abandoned_suspended_execution_is_interrupted_after_abandon_after(
 ) -> None:
     code = "from mcptools.test import add\nx_abandoned = add(a=1, b=1)"
     model = ScriptedModel([code, "print('x_abandoned' in dir())"])
-    agent = deferred_agent(executor, model, abandon_after=0.2)
+    agent = deferred_agent(executor, model, abandon_after=0.3)
     result = await agent.run("go")
     assert isinstance(result.output, DeferredToolRequests)
-    assert executor.busy
     for _ in range(200):
         if not executor.busy:
             break
