@@ -60,7 +60,7 @@ class CodeRunner:
     def __init__(self, executor: CodeExecutor, *, abandon_after: float | None) -> None:
         self.executor = executor
         self.suspended = SuspendedExecutions(abandon_after=abandon_after)
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # abandonment timers by parked key
         self._sweeps: set[asyncio.Task[None]] = set()
 
     # --- the tool ---------------------------------------------------------------------------
@@ -68,7 +68,7 @@ class CodeRunner:
     async def execute_code(self, ctx: RunContext[Any], code: str, timeout: float | None) -> ToolReturn | str:
         key = ctx.tool_call_id or "execute_code"
         parked = self.suspended.get(key)  # even if it finished meanwhile (an approval timed out)
-        await self.suspended.take(key)
+        await self._unpark(key)
         if parked is None:
             if ctx.tool_call_approved:
                 return STALE_APPROVAL_MESSAGE
@@ -186,13 +186,23 @@ class CodeRunner:
             return
 
         def expire() -> None:
-            self._timers.discard(handle)
+            self._timers.pop(key, None)
             task = asyncio.get_running_loop().create_task(self.suspended.sweep())
             self._sweeps.add(task)
             task.add_done_callback(self._sweeps.discard)
 
-        handle = asyncio.get_running_loop().call_later(after + 0.01, expire)
-        self._timers.add(handle)
+        self._cancel_timer(key)
+        self._timers[key] = asyncio.get_running_loop().call_later(after + 0.01, expire)
+
+    async def _unpark(self, key: str) -> Execution | None:
+        self._cancel_timer(key)
+        parked = await self.suspended.take(key)
+        return parked.execution if parked is not None else None
+
+    def _cancel_timer(self, key: str) -> None:
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
 
     async def cancel_denied(self, parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt parked executions whose ``execute_code`` call was answered with ``ToolDenied``."""
@@ -204,15 +214,14 @@ class CodeRunner:
                 and part.outcome == "denied"
                 and part.tool_call_id in self.suspended
             ):
-                parked = await self.suspended.take(part.tool_call_id)
-                if parked is not None:
-                    await parked.execution.cancel(DENIED_REASON)
+                execution = await self._unpark(part.tool_call_id)
+                if execution is not None:
+                    await execution.cancel(DENIED_REASON)
 
     async def aclose(self) -> None:
         """Cancel the parked executions (the kernel is interrupted) and the abandonment timers."""
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        for key in list(self._timers):
+            self._cancel_timer(key)
         await self.suspended.aclose()
         for task in list(self._sweeps):
             with contextlib.suppress(BaseException):

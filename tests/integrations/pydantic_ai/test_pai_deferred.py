@@ -54,7 +54,9 @@ async def test_three_mcp_calls_take_three_rounds_and_two_model_calls(executor: C
 
 async def test_metadata_names_server_tool_arguments_and_a_unique_approval_id(executor: CodeExecutor) -> None:
     model = ScriptedModel(["from mcptools.test import add\nadd(a=5, b=6)"])
-    result = await deferred_agent(executor, model).run("go")
+    code_action = CodeAction(executor)
+    agent = Agent(model.model, capabilities=[code_action], output_type=[str, DeferredToolRequests])
+    result = await agent.run("go")
     assert isinstance(result.output, DeferredToolRequests)
     metadata = result.output.metadata["call_0_0"]
     assert metadata["server"] == "test"
@@ -64,7 +66,7 @@ async def test_metadata_names_server_tool_arguments_and_a_unique_approval_id(exe
     assert metadata["read_only"] is True
     assert "add(a=5, b=6)" in metadata["description"]
     assert len(metadata["approval_id"]) == 32
-    await executor.cancel()
+    await code_action.aclose()
 
 
 async def test_rejection_raises_permission_error_that_the_code_catches(executor: CodeExecutor) -> None:
