@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
-from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_core.mcp_server._results import execution_result, text_result
 from ipybox_core.mcp_server.approvals import Approver, answer_action, apply_answer
 from ipybox_core.mcp_server.service import IpyboxService
+
+if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
+    from ipybox_core.executor import Execution, ExecutionResult
 
 BUSY_MESSAGE = (
     "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
@@ -66,7 +68,7 @@ async def drive(
     try:
         while True:
             stop = await _next_stop(execution)
-            if isinstance(stop, ExecutionResult):
+            if not isinstance(stop, ApprovalRequest):
                 return execution_result(stop, max_chars=max_chars)
             channel = approver.channel(ctx)
             if channel == "input_required":
@@ -84,6 +86,8 @@ async def drive(
 
 
 async def _next_stop(execution: Execution) -> ApprovalRequest | ExecutionResult:
+    from ipybox_core.executor import ExecutionResult
+
     async for event in execution:
         if isinstance(event, (ApprovalRequest, ExecutionResult)):
             return event

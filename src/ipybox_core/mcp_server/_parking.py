@@ -6,9 +6,12 @@ import contextlib
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.executor import Execution
+
+if TYPE_CHECKING:
+    from ipybox_core.executor import Execution
 
 
 @dataclass

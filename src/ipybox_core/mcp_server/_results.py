@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
-from ipybox_core.executor import ExecutionResult
-from ipybox_core.kernel._text import truncate_middle
+if TYPE_CHECKING:
+    from ipybox_core.executor import ExecutionResult
 
 
 def execution_result(result: ExecutionResult, *, max_chars: int) -> CallToolResult:
@@ -16,6 +17,8 @@ def execution_result(result: ExecutionResult, *, max_chars: int) -> CallToolResu
     Code that raised is a normal result (``isError`` false): the traceback is what the agent
     reads to fix its code. Only ipybox failures (timeouts, a dead kernel) are error results.
     """
+    from ipybox_core.kernel._text import truncate_middle
+
     content: list[ContentBlock] = [
         TextContent(type="text", text=truncate_middle(result.to_text(), max_chars))
     ]

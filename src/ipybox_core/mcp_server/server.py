@@ -217,8 +217,8 @@ async def serve(
     if transport not in ("stdio", "streamable-http"):
         raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
     server = build_server(service)
-    async with service:
-        if transport == "stdio":
+    if transport == "stdio":
+        async with service:
             serving = asyncio.create_task(run_stdio(server))
 
             def stop() -> None:
@@ -226,13 +226,30 @@ async def serve(
 
             with _on_signals(stop), contextlib.suppress(asyncio.CancelledError):
                 await serving
-        else:
-            await _serve_http(server, host, port, on_listening)
+        return
+    with _listen(host, port) as sock:  # before the kernel starts: a busy port fails at once
+        if on_listening is not None:
+            bound_host, bound_port = sock.getsockname()[:2]
+            shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
+            on_listening(f"http://{shown}:{bound_port}/mcp")
+        async with service:
+            await _serve_http(server, host, sock)
 
 
-async def _serve_http(
-    server: MCPServer[Any], host: str, port: int, on_listening: Callable[[str], None] | None
-) -> None:
+@contextlib.contextmanager
+def _listen(host: str, port: int) -> Iterator[socket.socket]:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        yield sock
+
+
+async def _serve_http(server: MCPServer[Any], host: str, sock: socket.socket) -> None:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -240,29 +257,14 @@ async def _serve_http(
         def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernel
             yield
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound_port = sock.getsockname()[1]
     app = server.streamable_http_app(host=host)
     http = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
 
     def stop() -> None:
         http.should_exit = True
 
-    if on_listening is not None:
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
-        on_listening(f"http://{shown}:{bound_port}/mcp")
-    try:
-        with _on_signals(stop):
-            await http.serve(sockets=[sock])
-    finally:
-        sock.close()
+    with _on_signals(stop):
+        await http.serve(sockets=[sock])
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from ipybox_core.mcp.config import McpServerConfig, load_mcp_config
 from ipybox_core.mcp_server._parking import ParkedExecutions
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.settings import McpServerSettings
+from ipybox_core.sandbox.policy import resolve_sandbox
 
 if TYPE_CHECKING:
     from ipybox_core.executor import CodeExecutor
@@ -53,6 +54,7 @@ class IpyboxService:
         )
         if not isinstance(settings.sandbox, bool) and not settings.sandbox.is_file():
             raise ConfigError(f"sandbox config file {str(settings.sandbox)!r} does not exist")
+        self.sandbox = resolve_sandbox(settings.sandbox)  # a bad policy file fails here, at once
         self.parked = ParkedExecutions(abandon_after=settings.approval_timeout + 60.0)
         self.startup_failures: dict[str, str] = {}
         self._notify = notify or _stderr
@@ -112,7 +114,7 @@ class IpyboxService:
             settings = self.settings
             self._executor = executor = module.CodeExecutor(
                 workspace=settings.workspace,
-                sandbox=settings.sandbox,
+                sandbox=self.sandbox if self.sandbox is not None else False,
                 approval="always",
                 approval_timeout=settings.approval_timeout,
                 mcp_env=self.environment.mcp_env,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp_server_kit import (
     DISPLAY_PNG,
+    ECHO_SERVER,
     PNG_SIGNATURE,
     TEST_SERVER,
     ClientActor,
@@ -94,18 +96,18 @@ async def test_a_client_without_elicitation_gets_a_clear_message(
     assert "does not support elicitation" in text and "ipybox mcp --yes" in text
 
 
-async def test_sigterm_stops_the_server_the_kernel_and_every_mcp_server(tmp_path: Path) -> None:
+async def test_sigint_stops_the_server_the_kernel_and_every_mcp_server(tmp_path: Path) -> None:
     server = start_http_ipybox(tmp_path / "ws", "--yes")
     try:
         async with ClientActor(Client(server.url, mode="legacy", read_timeout_seconds=120)) as client:
-            await client.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+            await client.call_tool("register_mcp_server", {"name": "echo", "config": ECHO_SERVER})
             result = await client.call_tool(
-                "execute_code", {"code": "from mcptools.test import add\nadd(a=1, b=1)"}
+                "execute_code", {"code": "from mcptools.echo import echo\necho(text='hi')"}
             )
-            assert text_of(result) == "2"
+            assert text_of(result) == "'hi'"
         tree = server_tree(tmp_path / "ws")
         assert len(tree) >= 3, tree
     finally:
-        exit_code = server.stop()
+        exit_code = server.stop(signal.SIGINT)
     assert exit_code == 0
     assert await wait_gone(tree) == set()
