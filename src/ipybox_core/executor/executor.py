@@ -308,8 +308,10 @@ class CodeExecutor:
 
     async def _drive(self, code: str, timeout: float | None, emit: Emit) -> ExecutionResult:
         assert self._kernel is not None
+        kernel = self._kernel
         deadline = Deadline(timeout) if timeout is not None else None
         waiting: set[str] = set()
+        surfacing: set[asyncio.Future[None]] = set()
 
         def on_decided(request: ApprovalRequest) -> None:
             waiting.discard(request.id)
@@ -321,7 +323,15 @@ class CodeExecutor:
                 deadline.pause()
             waiting.add(request.id)
             request.add_done_callback(on_decided)
-            emit(request)
+            task = asyncio.ensure_future(surface(request))
+            surfacing.add(task)
+            task.add_done_callback(surfacing.discard)
+
+        async def surface(request: ApprovalRequest) -> None:
+            # The code flushed its output before asking; let that output reach the stream first.
+            await kernel.settle_output()
+            if request.pending:
+                emit(request)
 
         if self._stale_modules:
             await self._refresh_modules()

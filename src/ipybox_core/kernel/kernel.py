@@ -16,6 +16,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import zmq
+
 import ipybox_core
 from ipybox_core.errors import (
     ConfigError,
@@ -564,6 +566,23 @@ class Kernel:
                 channels.send(channels.control, "interrupt_request", {})
         else:
             incarnation.process.interrupt_group()
+
+    async def settle_output(self, max_wait: float = 0.1) -> None:
+        """Wait (at most ``max_wait`` seconds) until the output the kernel has already sent is read.
+
+        Used before surfacing an event that came from the kernel by another route (an approval
+        request over the tool server's socket), so that what the code printed before it is
+        delivered first. Only meaningful while an execution reads the output.
+        """
+        incarnation = self._resources.incarnation
+        if incarnation is None or incarnation.channels.closed:
+            return
+        iopub = incarnation.channels.iopub
+        end = time.monotonic() + max_wait
+        await asyncio.sleep(0.002)  # zmq's I/O thread moves what just arrived into the socket's queue
+        while int(iopub.get(zmq.EVENTS)) & zmq.POLLIN and time.monotonic() < end:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # the reader emits what it took last
 
     async def update_environment(
         self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()

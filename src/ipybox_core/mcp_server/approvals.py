@@ -19,6 +19,7 @@ auto-approve; with ``auto_approve`` every call is accepted without asking.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -73,11 +74,27 @@ class Approver:
             await self.ask_inline(request, ctx)
 
     async def ask_inline(self, request: ApprovalRequest, ctx: Context[Any, Any]) -> None:
-        """Send an ``elicitation/create`` request and apply the user's answer."""
+        """Send an ``elicitation/create`` request and apply the user's answer.
+
+        Stops waiting when the request is decided meanwhile (the approval timed out, or ``reset``).
+        """
+        decided = asyncio.Event()
+        request.add_done_callback(lambda _: decided.set())
+        asking = asyncio.ensure_future(ctx.elicit(approval_message(request), _Confirm))
+        waiting = asyncio.ensure_future(decided.wait())
         try:
-            answer = await ctx.elicit(approval_message(request), _Confirm)
+            await asyncio.wait({asking, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asking, waiting):
+                if not task.done():
+                    task.cancel()
+        if not asking.done() or asking.cancelled():
+            return  # decided without the user
+        try:
+            answer = asking.result()
         except Exception as exc:  # the client failed to answer: never run the call unapproved
-            await request.reject(f"the approval request failed: {exc}")
+            if request.pending:
+                await request.reject(f"the approval request failed: {exc}")
             return
         await apply_answer(request, answer.action)
 

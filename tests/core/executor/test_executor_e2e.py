@@ -448,3 +448,18 @@ async def test_tracebacks_hide_generated_wrapper_frames(executor: CodeExecutor) 
     assert "fail(kind='tool_error')" in result.error.traceback
     assert "_tools" not in result.error.traceback
     assert "mcptools/test" not in result.error.traceback
+
+
+async def test_output_printed_before_a_call_arrives_before_its_approval_request(executor: CodeExecutor) -> None:
+    code = "from mcptools.test import add\nfor i in range(15):\n    print(f'before-{i}')\n    add(a=i, b=0)\n"
+    order: list[str] = []
+    async with executor.stream(code) as execution:
+        async for event in execution:
+            if isinstance(event, OutputChunk):
+                order.extend(line for line in event.text.splitlines() if line)
+            elif isinstance(event, ApprovalRequest):
+                order.append(f"request-{event.args['a']}")
+                await asyncio.sleep(0.03)  # a busy application (e.g. a framework turn)
+                await event.accept()
+    expected = [item for i in range(15) for item in (f"before-{i}", f"request-{i}")]
+    assert order == expected

@@ -1,8 +1,10 @@
-"""``ipybox mcp`` over stdio stops at once on SIGTERM, even while the client keeps stdin open, and
-takes its kernel and MCP servers with it (SIGINT: see the Streamable HTTP tests)."""
+"""``ipybox mcp`` over stdio does not hang: SIGTERM stops it at once even while the client keeps stdin
+open (taking its kernel and MCP servers with it; SIGINT: see the Streamable HTTP tests), and an
+approval nobody answers times out."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -10,7 +12,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp_server_kit import ECHO_SERVER, alive, descendants, ipybox_mcp_command
+from mcp_server_kit import (
+    ECHO_SERVER,
+    ClientActor,
+    Elicitations,
+    alive,
+    descendants,
+    ipybox_mcp_command,
+    stdio_client,
+    text_of,
+)
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -69,3 +80,19 @@ def test_sigterm_stops_the_server_and_its_processes(tmp_path: Path) -> None:
     while alive(tree) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive(tree) == set()
+
+
+async def test_an_unanswered_approval_times_out_into_permission_error(tmp_path: Path) -> None:
+    """The client never answers the elicitation: after --approval-timeout the call is rejected and
+    execute_code returns (it does not wait for the answer forever)."""
+    elicitations = Elicitations(hold=asyncio.Event())  # never set: no answer
+    client = stdio_client(
+        tmp_path / "ws", "--approval-timeout", "1", mode="legacy", elicitations=elicitations
+    )
+    async with ClientActor(client) as session:
+        await session.call_tool("register_mcp_server", {"name": "echo", "config": ECHO_SERVER})
+        code = "from mcptools.echo import echo\ntry:\n    echo(text='x')\nexcept PermissionError as e:\n    print(e)"
+        result = await asyncio.wait_for(session.call_tool("execute_code", {"code": code}), 60)
+        elicitations.hold.set()  # type: ignore[union-attr]
+    assert text_of(result) == "echo.echo was rejected: approval timed out after 1 s without a decision"
+    assert len(elicitations.messages) == 1
