@@ -9,6 +9,7 @@ the framework resumes with the decision.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -95,14 +96,17 @@ class SuspendedExecution:
     execution: Execution
     request: ApprovalRequest | None
     parked_at: float = field(default_factory=time.monotonic)
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
 class SuspendedExecutions:
     """Parked executions by the framework's key (a tool call id, a thread + call id, ...).
 
-    Executions left parked longer than ``abandon_after`` seconds are cancelled (the kernel is
-    interrupted, pending approvals rejected) by :meth:`sweep`, which runs on every :meth:`park` and
-    :meth:`take`; :meth:`aclose` cancels all of them.
+    An execution left parked longer than ``abandon_after`` seconds is cancelled (the kernel is
+    interrupted, pending approvals rejected) by a timer, so an application that never comes back
+    does not keep the executor busy; :meth:`aclose` cancels all of them. An execution that finished
+    while parked (e.g. its approval timed out and the code went on) stays until it is taken, so its
+    result still reaches the model.
     """
 
     def __init__(self, *, abandon_after: float | None = 3600.0) -> None:
@@ -120,27 +124,49 @@ class SuspendedExecutions:
 
     async def park(self, key: str, execution: Execution, request: ApprovalRequest | None) -> None:
         await self.sweep()
-        self._parked[key] = SuspendedExecution(key=key, execution=execution, request=request)
+        previous = self._parked.pop(key, None)
+        if previous is not None and previous.timer is not None:
+            previous.timer.cancel()
+        parked = SuspendedExecution(key=key, execution=execution, request=request)
+        if self.abandon_after is not None:
+            parked.timer = asyncio.get_running_loop().call_later(
+                self.abandon_after, lambda: asyncio.ensure_future(self._expire(parked))
+            )
+        self._parked[key] = parked
 
     async def take(self, key: str) -> SuspendedExecution | None:
         """Remove and return the execution parked under ``key`` (``None`` if there is none)."""
         await self.sweep()
-        return self._parked.pop(key, None)
+        parked = self._parked.pop(key, None)
+        if parked is not None and parked.timer is not None:
+            parked.timer.cancel()
+        return parked
 
     async def sweep(self) -> None:
-        """Cancel executions parked for longer than ``abandon_after``, and forget finished ones."""
+        """Cancel executions parked for longer than ``abandon_after`` (the timers normally do)."""
+        if self.abandon_after is None:
+            return
         now = time.monotonic()
-        for key, parked in list(self._parked.items()):
-            expired = self.abandon_after is not None and now - parked.parked_at > self.abandon_after
-            if parked.execution.done or expired:
-                del self._parked[key]
-                if not parked.execution.done:
-                    await parked.execution.cancel("the suspended execution was abandoned")
+        for parked in list(self._parked.values()):
+            if now - parked.parked_at > self.abandon_after:
+                await self._expire(parked)
+
+    async def _expire(self, parked: SuspendedExecution) -> None:
+        if self._parked.get(parked.key) is not parked:
+            return  # taken (or replaced) meanwhile
+        del self._parked[parked.key]
+        if parked.timer is not None:
+            parked.timer.cancel()
+        if not parked.execution.done:
+            with contextlib.suppress(Exception):
+                await parked.execution.cancel("the suspended execution was abandoned")
 
     async def aclose(self) -> None:
         """Cancel every parked execution."""
         parked, self._parked = list(self._parked.values()), {}
         for item in parked:
+            if item.timer is not None:
+                item.timer.cancel()
             with contextlib.suppress(Exception):
                 await item.execution.cancel("the suspended execution was abandoned")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -209,13 +210,18 @@ async def test_run_config_model_does_not_replace_the_kernel(idle_executor: CodeE
 async def test_abandoned_execution_is_cancelled_and_its_state_resumes_as_lost(
     idle_executor: CodeExecutor,
 ) -> None:
-    code = CodeActionTool(idle_executor, abandon_after=0.0)
+    code = CodeActionTool(idle_executor, abandon_after=0.5)
     first = scripted("from mcptools.test import echo\nechoed = echo(message='never')\nprint('finished')")
     abandoned = await Runner.run(make_agent(code, first), "go")
     assert [item.tool_name for item in abandoned.interruptions] == ["echo"]
     assert idle_executor.busy
 
-    # a new conversation: the waiting execution is past abandon_after, so it is cancelled
+    # nobody comes back: past abandon_after the waiting execution is cancelled by its timer
+    for _ in range(100):
+        if not idle_executor.busy:
+            break
+        await asyncio.sleep(0.05)
+    assert not idle_executor.busy
     second = scripted("print('fresh')")
     await run_to_end(make_agent(code, second))
     assert tool_outputs(second) == ["fresh"]

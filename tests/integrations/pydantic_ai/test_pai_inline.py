@@ -217,14 +217,7 @@ async def test_streamed_run_shows_output_and_approvals_as_events(executor: CodeE
     assert output == "done: adding\n3"
 
 
-# Core finding (reported): the kernel flushes stdout before a tool call (runtime._flush_output), but
-# the application reads iopub and the tool server's socket independently, so under load the approval
-# request can still overtake the earlier output (seen 2 of 6 runs with 6 runs in parallel). Not
-# strict, as the race usually goes the right way; make it a plain test once the executor orders them.
-@pytest.mark.xfail(
-    strict=False,
-    reason="CodeExecutor emits an ApprovalRequest without first draining output the kernel already sent",
-)
+# The executor holds an approval request until the output printed before the call has been read.
 async def test_output_printed_before_a_call_streams_before_its_approval(executor: CodeExecutor) -> None:
     model = ScriptedModel([STREAMED_CODE])
     kinds, _ = await stream_kinds(inline_agent(executor, model, Recorder()))
