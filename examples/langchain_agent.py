@@ -82,6 +82,7 @@ def chat_model(offline: bool) -> BaseChatModel:
     return ScriptedModel()
 
 
+# --8<-- [start:decide]
 async def decide(request: dict[str, Any], auto: bool) -> dict[str, Any]:
     """Ask in the terminal; the answer is a HumanInTheLoopMiddleware decision."""
     print(f"\n  approval needed: {request['description']}")
@@ -93,6 +94,7 @@ async def decide(request: dict[str, Any], auto: bool) -> dict[str, Any]:
         return {"type": "approve"}
     reason = await asyncio.to_thread(input, "  reason (optional): ")
     return {"type": "reject", "message": reason.strip() or "the user said no"}
+    # --8<-- [end:decide]
 
 
 def show(messages: Sequence[BaseMessage]) -> None:
@@ -113,6 +115,7 @@ async def main(offline: bool, auto: bool) -> int:
     elif auto:
         print("(--yes: approving every call automatically)")
     with tempfile.TemporaryDirectory(prefix="ipybox-langchain-") as workspace:
+        # --8<-- [start:agent]
         async with CodeExecutor(
             workspace=workspace, approval=ApprovalRules(allow_read_only=True)
         ) as executor:
@@ -135,6 +138,7 @@ async def main(offline: bool, auto: bool) -> int:
                 decision = await decide(out.interrupts[0].value["action_requests"][0], auto)
                 out = await agent.ainvoke(Command(resume={"decisions": [decision]}), config, version="v2")
             show(out.value["messages"][shown:])
+        # --8<-- [end:agent]
     return 0
 
 

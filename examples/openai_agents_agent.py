@@ -113,6 +113,7 @@ async def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="ipybox-oa-") as workspace:
         print("starting the kernel and the demo shop MCP server ...", flush=True)
+        # --8<-- [start:agent]
         rules = ApprovalRules(allow_read_only=True)  # read-only tools run without asking
         async with CodeExecutor(workspace=workspace, approval=rules) as executor:
             await executor.register_mcp_server("shop", DEMO_SERVER)
@@ -136,6 +137,7 @@ async def main() -> int:
                         state.reject(item, rejection_message="the user said no")
                 result = Runner.run_streamed(agent, state)
                 await show_stream(result)
+        # --8<-- [end:agent]
     return 0
 
 

@@ -104,6 +104,7 @@ async def scripted_stream(
 # --- approvals in the terminal -----------------------------------------------------------------
 
 
+# --8<-- [start:approver]
 class TerminalApprover:
     """Asks y/N for each call; approves everything when ``auto`` is set."""
 
@@ -128,11 +129,13 @@ class TerminalApprover:
             approval.tool_call_id: await self.decide(approval) for approval in pending_approvals(requests)
         }
         return approval_results(requests, decisions)
+        # --8<-- [end:approver]
 
 
 # --- running the agent -------------------------------------------------------------------------
 
 
+# --8<-- [start:stream]
 async def run_streamed(agent: Agent[None, Any], shown: set[str], **run_options: Any) -> AgentRunResult[Any]:
     """Run the agent, printing the code it writes (once per call) and the code's output as it appears."""
     result: AgentRunResult[Any] | None = None
@@ -147,6 +150,7 @@ async def run_streamed(agent: Agent[None, Any], shown: set[str], **run_options: 
                 result = event.result
     assert result is not None
     return result
+    # --8<-- [end:stream]
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -160,6 +164,7 @@ async def main(args: argparse.Namespace) -> int:
     shown: set[str] = set()
 
     with tempfile.TemporaryDirectory(prefix="ipybox-pai-") as tmp:
+        # --8<-- [start:agent]
         async with CodeExecutor(workspace=Path(args.workspace or tmp)) as executor:
             await executor.register_mcp_server("shop", DEMO_SERVER)
             code_action = CodeAction(executor)
@@ -184,6 +189,7 @@ async def main(args: argparse.Namespace) -> int:
                     )
             finally:
                 await code_action.aclose()
+        # --8<-- [end:agent]
     print(f"\n--- the agent answers ---\n{result.output}")
     return 0
 

@@ -12,14 +12,15 @@ DOC = Path(__file__).parents[3] / "docs" / "mcp_server.md"
 
 
 def example(heading: str) -> tuple[str, str]:
-    """The ```python block after ``heading`` and the plain ``` block that shows its output."""
+    """The example file the ```python block after ``heading`` includes, and the ```text block that
+    shows its output."""
     text = DOC.read_text()
     section = text[text.index(heading) :]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert code
-    output = re.search(r"\n```\n(.*?)```", section[code.end() :], re.DOTALL)
+    include = re.search(r'```python\n--8<-- "([^":]+)(?::[\w-]+)?"\n```', section)
+    assert include
+    output = re.search(r"\n```text\n(.*?)```", section[include.end() :], re.DOTALL)
     assert output
-    return code.group(1), output.group(1)
+    return (DOC.parents[1] / include.group(1)).read_text(), output.group(1)
 
 
 def test_the_python_client_example(tmp_path: Path) -> None:
