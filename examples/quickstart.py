@@ -10,11 +10,11 @@ Agents) do this loop for you and ask through the framework's own human-in-the-lo
 
 from __future__ import annotations
 
+# --8<-- [start:quickstart]
 import asyncio
 import sys
 import tempfile
 
-# --8<-- [start:quickstart]
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult, OutputChunk
 
 SHOP = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}  # an MCP server (stdio)
@@ -29,35 +29,33 @@ print(f"ordered {cheapest.name!r} for {order.total_usd} USD: {order.order_id}")
 """
 
 
-async def main(workspace: str, auto_approve: bool) -> None:
-    async with CodeExecutor(workspace=workspace) as executor:
-        await executor.register_mcp_server("shop", SHOP)  # generates `mcptools.shop`
-        print(executor.api_reference())  # the Python API, as an agent's prompt gets it
+async def main(auto_approve: bool) -> None:
+    with tempfile.TemporaryDirectory() as workspace:  # the kernel's working directory
+        async with CodeExecutor(workspace=workspace) as executor:
+            await executor.register_mcp_server("shop", SHOP)  # generates `mcptools.shop`
+            print(executor.api_reference())  # the Python API, as an agent's prompt gets it
 
-        async for event in executor.stream(CODE):
-            if isinstance(event, ApprovalRequest):  # the code waits at this MCP call
-                question = f"approve {event.name}({event.args})? [y/N] "
-                if auto_approve:
-                    print(question + "y (auto)")
-                    answer = "y"
-                else:
-                    answer = await asyncio.to_thread(input, question)
-                if answer.strip().lower() == "y":
-                    await event.accept()
-                else:
-                    await event.reject("the user said no")  # PermissionError in the code
-            elif isinstance(event, OutputChunk):
-                print(event.text, end="")
-            elif isinstance(event, ExecutionResult) and event.error is not None:
-                print(event.error.traceback)
-
-
-# --8<-- [end:quickstart]
+            async for event in executor.stream(CODE):
+                if isinstance(event, ApprovalRequest):  # the code waits at this MCP call
+                    question = f"approve {event.name}({event.args})? [y/N] "
+                    if auto_approve:
+                        print(question + "y (auto)")
+                        answer = "y"
+                    else:
+                        answer = await asyncio.to_thread(input, question)
+                    if answer.strip().lower() == "y":
+                        await event.accept()
+                    else:
+                        await event.reject("the user said no")  # PermissionError in the code
+                elif isinstance(event, OutputChunk):
+                    print(event.text, end="")
+                elif isinstance(event, ExecutionResult) and event.error is not None:
+                    print(event.error.traceback)
+    # --8<-- [end:quickstart]
 
 
 if __name__ == "__main__":
     auto = "--yes" in sys.argv[1:] or not sys.stdin.isatty()
     if auto:
         print("(approving every MCP call automatically)")
-    with tempfile.TemporaryDirectory(prefix="ipybox-quickstart-") as tmp:
-        asyncio.run(main(tmp, auto))
+    asyncio.run(main(auto))

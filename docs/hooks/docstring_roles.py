@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_ROLE = re.compile(r":(?:class|meth|func|attr|mod|data|exc|obj|const):(<code>)~?(?:[\w.]+\.)?(?=[\w]+</code>)")
-_TILDE = re.compile(r":(?:class|meth|func|attr|mod|data|exc|obj|const):(<code>)")
+_ROLES = r":(?:class|meth|func|attr|mod|data|exc|obj|const):"
+_ROLE = re.compile(_ROLES + r"(<code>)~?(?:[\w.]+\.)?(?=[\w]+</code>)")
+_TILDE = re.compile(_ROLES + r"(<code>)")
 
 
 def on_page_content(html: str, **kwargs: Any) -> str:
