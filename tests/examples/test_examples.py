@@ -64,6 +64,7 @@ def test_multi_server_moves_the_data_between_servers_inside_the_kernel() -> None
     report = re.search(r"filed rep-0001: books ([\d,.]+) EUR, games ([\d,.]+) EUR, tools ([\d,.]+) EUR", out)
     assert report, out
     documented("examples.md", moved[0], seen[0], report[0])
+    documented("index.md", f"the model sees {model_chars} characters")
 
 
 def test_multi_server_rejection_reaches_the_code() -> None:
