@@ -206,6 +206,8 @@ def render_reference(markdown: str, reference: Reference) -> str:
             index += 1
         parsed = yaml.safe_load(textwrap.dedent("\n".join(options))) or {}
         members = (parsed.get("options") or {}).get("members")
+        if members is False:  # ``members: false``: the object alone
+            members = []
         out.extend([reference.render(directive["path"], members), ""])
     return "\n".join(out)
 
