@@ -21,10 +21,12 @@ from ipybox_core.codegen import (
     kernel_reload_code,
     remove_server_package,
 )
-from ipybox_core.errors import ExecutorBusy, ExecutorClosed, KernelDied
+from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
 from ipybox_core.kernel import Deadline, DisplayData, Kernel, KernelConfig, OutputCollector, StreamText
+from ipybox_core.kernel.backend import KernelBackend
+from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
 
@@ -68,6 +70,11 @@ class CodeExecutor:
     MCP server configs may use ``${VAR}`` placeholders, filled from ``mcp_env`` (default: the
     host's environment). The kernel sees none of that: its environment is only ``kernel_env`` plus
     what the kernel needs to run.
+
+    ``kernel_gateway`` (a URL, with ``gateway_token``, or a :class:`GatewayConfig`) runs the kernel on
+    a Jupyter Kernel Gateway / Enterprise Gateway instead of locally; the tool server then listens on
+    TCP (``GatewayConfig.tool_server_*``) and approvals, MCP connections and credentials stay here.
+    ``sandbox`` cannot be combined with it: the gateway's own isolation applies.
     """
 
     def __init__(
@@ -88,8 +95,17 @@ class CodeExecutor:
         connect_timeout: float = 30.0,
         call_timeout: float = 300.0,
         reset_cwd: bool = False,
+        kernel_gateway: str | GatewayConfig | None = None,
+        gateway_token: str | None = None,
     ) -> None:
         self.workspace = Path(workspace).resolve()
+        self.gateway = _gateway_config(kernel_gateway, gateway_token)
+        if self.gateway is not None and sandbox not in (False, None):
+            raise ConfigError(
+                "sandbox cannot be combined with kernel_gateway: ipybox's bubblewrap sandbox wraps a local "
+                "kernel process, while a gateway starts kernels itself; the gateway's own isolation (a "
+                "container or pod per kernel on Enterprise Gateway) applies instead. Pass sandbox=False."
+            )
         self.sandbox: SandboxPolicy | None = resolve_sandbox(sandbox)
         self.timeout = timeout
         self.api_root = self.workspace / api_package
@@ -106,7 +122,7 @@ class CodeExecutor:
         self._kernel_env = dict(kernel_env or {})
         self._reset_cwd = reset_cwd
         self._servers: dict[str, RegisteredServer] = {}
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._toolserver: Any = None
         self._runtime_dir: Path | None = None
         self._execution: Execution | None = None
@@ -139,8 +155,11 @@ class CodeExecutor:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._runtime_dir = Path(tempfile.mkdtemp(prefix="ipybox-", dir=_short_tmp()))
             self._toolserver = ToolServer(self._registry, self._gate)
-            await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
-            self._kernel = await Kernel.start(self._kernel_config())
+            if self.gateway is None:
+                await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
+                self._kernel = await Kernel.start(self._kernel_config())
+            else:
+                self._kernel = await self._start_gateway_kernel(self.gateway)
             for name, config in self._server_configs().items():
                 await self.register_mcp_server(name, config)
         except BaseException:
@@ -179,6 +198,8 @@ class CodeExecutor:
         parsed = parse_server_config(name, config, environ=self._mcp_env)
         tools = await self._registry.add(name, parsed)
         package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
+        if isinstance(self._kernel, GatewayKernel):
+            self._kernel.install_package(f"{self.api_root.name}/{package.module}", package.path)
         registered = RegisteredServer(name=name, config=parsed, package=package)
         self._servers[name] = registered
         self._stale_modules.add(package.module)
@@ -191,6 +212,8 @@ class CodeExecutor:
         if registered is not None:
             await asyncio.to_thread(remove_server_package, name, self.api_root)
             self._stale_modules.add(registered.package.module)
+            if isinstance(self._kernel, GatewayKernel):
+                self._kernel.uninstall_package(f"{self.api_root.name}/{registered.package.module}")
 
     @property
     def servers(self) -> dict[str, RegisteredServer]:
@@ -306,6 +329,35 @@ class CodeExecutor:
             reset_cwd=self._reset_cwd,
         )
 
+    async def _start_gateway_kernel(self, gateway: GatewayConfig) -> GatewayKernel:
+        """Tool server on TCP where the remote kernel can reach it, then the kernel on the gateway
+        (the generated packages are shipped into it rather than found in the workspace)."""
+        assert self._toolserver is not None
+        await self._toolserver.start_tcp(
+            gateway.tool_server_host,
+            gateway.tool_server_port,
+            advertise_host=gateway.tool_server_advertise,
+            certfile=gateway.tool_server_certfile,
+            keyfile=gateway.tool_server_keyfile,
+        )
+        env_files = {}
+        if gateway.tool_server_ca:
+            try:
+                env_files["IPYBOX_TOOL_CA"] = Path(gateway.tool_server_ca).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"cannot read tool_server_ca {gateway.tool_server_ca}: {exc}") from None
+        config = KernelConfig(
+            env={
+                **self._kernel_env,
+                "IPYBOX_TOOL_SERVER": self._toolserver.address,
+                "IPYBOX_TOOL_TOKEN": self._toolserver.token,
+            },
+            shell_approval=self._approve_shell,
+            output_limit=self._output_limit,
+            reset_cwd=self._reset_cwd,
+        )
+        return await GatewayKernel.start(gateway, config, env_files=env_files)
+
     async def _drive(self, code: str, timeout: float | None, emit: Emit) -> ExecutionResult:
         assert self._kernel is not None
         kernel = self._kernel
@@ -366,6 +418,14 @@ class CodeExecutor:
         self._stale_modules.clear()
         with contextlib.suppress(KernelDied):
             await self._kernel.run(code, silent=True)
+
+
+def _gateway_config(gateway: str | GatewayConfig | None, token: str | None) -> GatewayConfig | None:
+    if gateway is None or isinstance(gateway, GatewayConfig):
+        if token is not None:
+            raise ConfigError("gateway_token needs kernel_gateway as a URL (GatewayConfig has a token field)")
+        return gateway
+    return GatewayConfig(url=gateway, token=token)
 
 
 def _short_tmp() -> str:

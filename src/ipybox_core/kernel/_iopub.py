@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipybox_core.kernel._kernel_bootstrap import TRUNCATION_MIME
+from ipybox_core.kernel._stream_limit import StreamLimiter
 from ipybox_core.kernel._text import truncate_middle
 from ipybox_core.kernel._traceback import clean_traceback
 from ipybox_core.kernel.events import (
     ClearOutput,
     DisplayData,
     ExecutionError,
+    KernelEvent,
     OutputTruncated,
     StreamName,
 )
@@ -61,3 +63,25 @@ def display_event(
     if msg_type == "clear_output":
         return ClearOutput(wait=bool(content.get("wait")))
     return None
+
+
+def output_events(
+    msg_type: str,
+    content: dict[str, Any],
+    limiter: StreamLimiter,
+    *,
+    timed_out: bool,
+    hidden_prefixes: Sequence[str],
+    text_limit: int,
+) -> list[KernelEvent]:
+    """The events for one iopub message of the running execution (shared by every kernel backend)."""
+    if msg_type == "stream":
+        chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
+        return [chunk] if chunk is not None else []
+    if msg_type == "error":
+        # After a timeout the KeyboardInterrupt is ours: it is reported as ExecutionTimeout.
+        return [] if timed_out else [error_event(content, hidden_prefixes)]
+    display = display_event(msg_type, content, text_limit)
+    if isinstance(display, OutputTruncated):
+        return limiter.upstream_truncation(display.omitted_chars)
+    return [display] if display is not None else []

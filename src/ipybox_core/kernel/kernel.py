@@ -22,14 +22,20 @@ import ipybox_core
 from ipybox_core.errors import (
     ConfigError,
     ExecutionTimeout,
-    ExecutorBusy,
     ExecutorClosed,
     KernelDied,
     KernelError,
     KernelStartError,
 )
 from ipybox_core.kernel._channels import KernelChannels
-from ipybox_core.kernel._iopub import display_event, error_event, stream_name
+from ipybox_core.kernel._execution import (
+    execute_request,
+    finished_event,
+    interrupted_timeout,
+    timeout_by_restart,
+    wait_until_not_busy,
+)
+from ipybox_core.kernel._iopub import output_events
 from ipybox_core.kernel._launch import (
     ConnectionInfo,
     KernelFiles,
@@ -46,7 +52,7 @@ from ipybox_core.kernel._timeout_guard import TimeoutGuard
 from ipybox_core.kernel._traceback import hidden_path_prefixes
 from ipybox_core.kernel.config import KernelConfig
 from ipybox_core.kernel.deadline import Deadline, as_deadline
-from ipybox_core.kernel.events import ExecutionFinished, KernelEvent, OutputTruncated
+from ipybox_core.kernel.events import KernelEvent
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
 
@@ -401,7 +407,7 @@ class Kernel:
         count stays; printed text and errors still arrive.
         """
         self._check_open()
-        await self._wait_until_not_busy()
+        await wait_until_not_busy(lambda: self._busy)
         self._busy = True
         deadline = as_deadline(timeout)
         incarnation: _Incarnation | None = None
@@ -411,18 +417,7 @@ class Kernel:
             incarnation.in_use = True
             channels = incarnation.channels
             started = time.monotonic()
-            msg_id = channels.send(
-                channels.shell,
-                "execute_request",
-                {
-                    "code": code,
-                    "silent": silent,
-                    "store_history": not silent,
-                    "user_expressions": {},
-                    "allow_stdin": False,
-                    "stop_on_error": False,
-                },
-            )
+            msg_id = channels.send(channels.shell, "execute_request", execute_request(code, silent))
             limiter = StreamLimiter(self.config.output_limit)
             guard = TimeoutGuard(
                 deadline, self.config.interrupt_grace, lambda: self._send_interrupt(incarnation)
@@ -449,21 +444,12 @@ class Kernel:
             reply = await self._receive_reply(incarnation, msg_id)
             for event in limiter.finish():
                 yield event
-            status = reply.get("status", "error")
             ended = True
             self._end_execution(incarnation, abandoned=False)
             if guard.timed_out:  # even if the code swallowed the KeyboardInterrupt
                 assert deadline is not None
-                raise ExecutionTimeout(
-                    f"the code ran longer than its {deadline.seconds:g} s timeout and was interrupted; "
-                    "the kernel's state is kept",
-                    timeout=deadline.seconds,
-                )
-            yield ExecutionFinished(
-                status=status if status in ("ok", "error", "aborted") else "error",
-                execution_count=reply.get("execution_count"),
-                duration=time.monotonic() - started,
-            )
+                raise interrupted_timeout(deadline)
+            yield finished_event(reply, started)
         finally:
             if not ended:
                 self._end_execution(incarnation, abandoned=True)
@@ -472,24 +458,14 @@ class Kernel:
         self, msg_type: str, content: dict[str, Any], limiter: StreamLimiter, timed_out: bool
     ) -> list[KernelEvent]:
         """The events for one iopub message of the running execution."""
-        if msg_type == "stream":
-            chunk = limiter.feed(stream_name(content), str(content.get("text", "")))
-            return [chunk] if chunk is not None else []
-        if msg_type == "error":
-            # After a timeout the KeyboardInterrupt is ours: it is reported as ExecutionTimeout.
-            return [] if timed_out else [error_event(content, self._hidden_prefixes)]
-        display = display_event(msg_type, content, self.config.output_limit)
-        if isinstance(display, OutputTruncated):
-            return limiter.upstream_truncation(display.omitted_chars)
-        return [display] if display is not None else []
-
-    async def _wait_until_not_busy(self) -> None:
-        # An iterator abandoned without aclose() is finalised by the event loop a moment later.
-        for _ in range(5):
-            if not self._busy:
-                return
-            await asyncio.sleep(0)
-        raise ExecutorBusy("the kernel is already running an execution")
+        return output_events(
+            msg_type,
+            content,
+            limiter,
+            timed_out=timed_out,
+            hidden_prefixes=self._hidden_prefixes,
+            text_limit=self.config.output_limit,
+        )
 
     def _end_execution(self, incarnation: _Incarnation | None, *, abandoned: bool) -> None:
         self._busy = False
@@ -538,17 +514,7 @@ class Kernel:
         )
 
     async def _timeout_by_restart(self, deadline: Deadline) -> ExecutionTimeout:
-        grace = self.config.interrupt_grace
-        message = (
-            f"the code ran longer than its {deadline.seconds:g} s timeout and did not react to an "
-            f"interrupt within {grace:g} s (stuck in native code?); the kernel was restarted and all "
-            "its state is lost"
-        )
-        try:
-            await self.restart()
-        except KernelStartError as exc:
-            message += f" (the restart failed: {exc})"
-        return ExecutionTimeout(message, timeout=deadline.seconds)
+        return await timeout_by_restart(deadline, self.config.interrupt_grace, self.restart)
 
     # --- control ----------------------------------------------------------------------------------
 

@@ -1,0 +1,681 @@
+"""A stateful kernel on a Jupyter Kernel Gateway / Enterprise Gateway (REST + websocket)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+import weakref
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ipybox_core.errors import (
+    ConfigError,
+    ExecutionTimeout,
+    ExecutorClosed,
+    KernelDied,
+    KernelError,
+    KernelStartError,
+)
+from ipybox_core.kernel._execution import (
+    execute_request,
+    finished_event,
+    interrupted_timeout,
+    timeout_by_restart,
+    wait_until_not_busy,
+)
+from ipybox_core.kernel._iopub import output_events
+from ipybox_core.kernel._launch import MPL_INLINE_BACKEND
+from ipybox_core.kernel._stream_limit import StreamLimiter
+from ipybox_core.kernel._timeout_guard import TimeoutGuard
+from ipybox_core.kernel._traceback import hidden_path_prefixes
+from ipybox_core.kernel.config import KernelConfig
+from ipybox_core.kernel.deadline import Deadline, as_deadline
+from ipybox_core.kernel.events import KernelEvent
+from ipybox_core.kernel.gateway import _shipping
+from ipybox_core.kernel.gateway._rest import GatewayRest, delete_kernel_now
+from ipybox_core.kernel.gateway._websocket import GatewayChannels
+from ipybox_core.kernel.gateway.config import GatewayConfig
+from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
+
+logger = logging.getLogger(__name__)
+
+_POLL_INTERVAL = 0.1
+# The kernel sends the reply before it reports idle, but the gateway forwards shell and iopub
+# independently; after idle, a reply this late is a lost one.
+_REPLY_TIMEOUT = 1.0
+_SANDBOX_REFUSAL = (
+    "a gateway kernel cannot be sandboxed by ipybox (bubblewrap wraps a local process); the "
+    "gateway's own isolation applies instead (Enterprise Gateway: a container or pod per kernel)"
+)
+
+
+@dataclass(eq=False)
+class _Remote:
+    """What must be released even if the GatewayKernel object is dropped without shutdown()."""
+
+    gateway: GatewayConfig
+    kernel_id: str | None = None
+
+
+def _release(remote: _Remote) -> None:
+    kernel_id, remote.kernel_id = remote.kernel_id, None
+    if kernel_id is not None:
+        delete_kernel_now(remote.gateway, kernel_id)
+
+
+class GatewayKernel:
+    """A stateful IPython kernel started on a Jupyter Kernel Gateway or Enterprise Gateway.
+
+    It behaves like the local :class:`~ipybox_core.kernel.Kernel` (same events, timeouts, interrupts,
+    restarts, death detection, output limits) and satisfies
+    :class:`~ipybox_core.kernel.backend.KernelBackend`. Nothing of ipybox needs to be installed where
+    the kernel runs except ``pydantic`` (for generated APIs): ``ipybox_core.runtime`` and the
+    kernel bootstrap are shipped into a private directory of the kernel at start and after every
+    restart, and so are packages given to :meth:`install_package`.
+
+    From ``config`` it uses ``env``, ``python_path`` and ``cwd`` (paths on the kernel's machine),
+    ``shell_approval``, ``output_limit``, ``reset_cwd``, ``startup_timeout``, ``interrupt_grace``,
+    ``interrupt_mode`` (None or ``"signal"``: the gateway's interrupt endpoint; ``"message"``: an
+    ``interrupt_request`` on the control channel) and ``hidden_frame_paths``. A ``launcher``
+    (sandbox), ``kernel_args``, ``runtime_dir`` or ``python`` cannot apply to a remote kernel and
+    raise :class:`~ipybox_core.errors.ConfigError`. ``env_files`` maps environment variable names
+    to file contents: each is written into the kernel's private directory and the variable set to
+    the file's path (e.g. a CA bundle for ``IPYBOX_TOOL_CA``).
+    """
+
+    def __init__(
+        self,
+        gateway: GatewayConfig,
+        config: KernelConfig | None = None,
+        *,
+        env_files: Mapping[str, str] | None = None,
+    ) -> None:
+        self.gateway = gateway
+        self.config = config or KernelConfig()
+        _check_config(self.config)
+        self._env_files = dict(env_files or {})
+        self._remote = _Remote(gateway)
+        self._finalizer = weakref.finalize(self, _release, self._remote)
+        self._rest: GatewayRest | None = None
+        self._channels: GatewayChannels | None = None
+        self._boot_id = ""
+        self._boot_restarts = 0
+        self._lifecycle = asyncio.Lock()
+        self._generation = 0
+        self._busy = False
+        self._started = False
+        self._closed = False
+        self._hidden_prefixes: tuple[str, ...] = ()
+        self._remote_root: str | None = None
+        self._env_overrides: dict[str, str] = {}
+        self._extra_python_path: list[str] = []
+        self._packages: dict[str, dict[str, str]] = {}
+        self._unshipped: dict[str, dict[str, str] | None] = {}
+        self._interrupts: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    @classmethod
+    async def start(
+        cls,
+        gateway: GatewayConfig,
+        config: KernelConfig | None = None,
+        *,
+        env_files: Mapping[str, str] | None = None,
+    ) -> GatewayKernel:
+        """Start a kernel on the gateway and set it up; raises :class:`KernelStartError`."""
+        kernel = cls(gateway, config, env_files=env_files)
+        await kernel._boot()
+        return kernel
+
+    async def __aenter__(self) -> GatewayKernel:
+        await self._boot()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def _boot(self) -> None:
+        self._check_open()
+        if self._started:
+            return
+        async with self._lifecycle:
+            if self._started:
+                return
+            self._rest = GatewayRest(self.gateway)
+            self._generation += 1
+            try:
+                await self._start_new_kernel()
+            except BaseException:
+                self._closed = True
+                await self._discard()
+                raise
+            self._started = True
+
+    async def _start_new_kernel(self) -> None:
+        rest = self._require_rest()
+        started = time.monotonic()
+        post_env = {k: v for k, v in self.config.env.items() if k.startswith("KERNEL_")}
+        self._remote.kernel_id = await rest.start_kernel(post_env, self.config.startup_timeout)
+        await self._connect_and_set_up(started)
+
+    async def _connect_and_set_up(self, started: float) -> None:
+        """Open the websocket to the current kernel, wait until it answers, ship the set-up."""
+        kernel_id = self._require_kernel_id()
+        remaining = max(1.0, self.config.startup_timeout - (time.monotonic() - started))
+        try:
+            channels = await GatewayChannels.open(self.gateway, kernel_id, remaining)
+        except KernelError as exc:
+            raise KernelStartError(str(exc)) from None
+        self._channels = channels
+        self._boot_restarts = channels.restarts
+        await self._wait_ready(channels, started)
+        await self._set_up(channels)
+
+    async def _wait_ready(self, channels: GatewayChannels, started: float) -> None:
+        """Wait for a kernel_info reply on shell and for output of the kernel on iopub.
+
+        The gateway subscribes a new websocket's iopub socket asynchronously (and skips its own
+        check when it thinks the kernel is busy, e.g. after a restart): messages published before
+        the subscription is live are lost, so ask until the kernel's status messages arrive.
+        """
+        timeout = self.config.startup_timeout
+        channels.listen(True)
+        try:
+            asked: set[str] = set()
+            replied = subscribed = False
+            while not (replied and subscribed):
+                asked.add(await channels.send("shell", "kernel_info_request", {}))
+                resend_at = time.monotonic() + 0.5
+                while not (replied and subscribed) and time.monotonic() < resend_at:
+                    message = await channels.receive(0.1)
+                    if message is not None and message["parent_header"].get("msg_id") in asked:
+                        replied = replied or message["msg_type"] == "kernel_info_reply"
+                        subscribed = subscribed or message["channel"] == "iopub"
+                    if channels.closed or channels.dead:
+                        raise KernelStartError(
+                            f"the kernel on the gateway at {self.gateway.url} stopped during start-up "
+                            f"({channels.lost or 'its restart failed'})"
+                        )
+                if time.monotonic() - started > timeout:
+                    raise KernelStartError(
+                        f"the kernel on the gateway at {self.gateway.url} did not become ready within "
+                        f"{timeout:g} s"
+                    )
+        finally:
+            channels.listen(False)
+
+    async def _set_up(self, channels: GatewayChannels) -> None:
+        """Ship the runtime, bootstrap, environment and packages into a fresh kernel state."""
+        boot_id = secrets.token_hex(8)
+        config = self.config
+        code = _shipping.setup_code(
+            boot_id=boot_id,
+            packages=self._packages,
+            env={"MPLBACKEND": MPL_INLINE_BACKEND, **config.env, **self._env_overrides},
+            env_files=self._env_files,
+            python_path=[*self._extra_python_path, *(str(p) for p in config.python_path)],
+            cwd=str(config.cwd) if config.cwd is not None else None,
+            shell_approval=config.shell_approval,
+            output_limit=config.output_limit,
+            reset_cwd=config.reset_cwd,
+        )
+        output = await self._collect(channels, code)
+        report = _shipping.parse_report(output.text)
+        if output.error is not None or report is None:
+            detail = output.error.traceback if output.error is not None else output.text[-2000:]
+            raise KernelStartError(f"setting up the kernel on the gateway failed:\n{detail}")
+        status = (await self._collect(channels, _shipping.status_code())).text.strip()
+        if status != boot_id:
+            raise KernelStartError(f"setting up the kernel on the gateway failed:\n{status[-2000:]}")
+        self._boot_id = boot_id
+        self._unshipped.clear()
+        self._remote_root = report.root
+        self._hidden_prefixes = hidden_path_prefixes(
+            [Path(report.root), Path(report.real_root), *config.hidden_frame_paths], report.home
+        )
+
+    async def _ensure_running(self) -> GatewayChannels:
+        await self._boot()
+        channels = self._channels
+        if channels is not None and self._healthy(channels):
+            return channels
+        async with self._lifecycle:
+            self._check_open()
+            channels = self._channels
+            if channels is not None and self._healthy(channels):
+                return channels
+            await self._recover()
+            assert self._channels is not None
+            return self._channels
+
+    def _healthy(self, channels: GatewayChannels) -> bool:
+        return not channels.closed and not channels.dead and channels.restarts == self._boot_restarts
+
+    async def _recover(self) -> None:
+        """Get a working kernel again after a death, a restart by the gateway or a lost websocket."""
+        rest = self._require_rest()
+        kernel_id = self._require_kernel_id()
+        channels, self._channels = self._channels, None
+        started = time.monotonic()
+        if channels is not None:
+            await channels.close()
+        if channels is not None and channels.restarts != self._boot_restarts and not channels.dead:
+            logger.warning(
+                "the kernel died and the gateway restarted it; setting it up again (state is lost)"
+            )
+            self._generation += 1
+            await self._connect_and_set_up(started)
+            return
+        if (channels is not None and channels.dead) or await rest.kernel_state(kernel_id) in (None, "dead"):
+            logger.warning("the gateway lost the kernel; starting a new one (state is lost)")
+            self._generation += 1
+            await self._delete_kernel()
+            await self._start_new_kernel()
+            return
+        # Only the websocket was lost: reconnect, and keep the state if the kernel kept it.
+        try:
+            fresh = await GatewayChannels.open(self.gateway, kernel_id, self.config.startup_timeout)
+        except KernelError as exc:
+            raise KernelStartError(str(exc)) from None
+        self._channels = fresh
+        self._boot_restarts = fresh.restarts
+        await self._wait_ready(fresh, started)
+        output = await self._collect(fresh, _shipping.status_code())
+        if output.text.strip() != self._boot_id:
+            logger.warning("reconnected to a kernel that lost its state; setting it up again")
+            self._generation += 1
+            await self._set_up(fresh)
+
+    async def restart(self) -> None:
+        """Restart the kernel through the gateway: all state is lost; the set-up is shipped again.
+
+        An execution running at that moment ends with :class:`~ipybox_core.errors.KernelError`.
+        """
+        await self._boot()
+        async with self._lifecycle:
+            self._check_open()
+            rest = self._require_rest()
+            await self._settle_interrupts()
+            channels, self._channels = self._channels, None
+            self._generation += 1  # running executions see the change at once
+            if channels is not None:
+                await channels.close()
+            started = time.monotonic()
+            if await rest.restart(self._require_kernel_id(), self.config.startup_timeout):
+                await self._connect_and_set_up(started)
+            else:
+                await self._start_new_kernel()
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Close the websocket and delete the kernel on the gateway (it shuts the kernel down).
+
+        ``now`` is accepted for compatibility; the gateway decides how the kernel stops. Idempotent;
+        if cancelled or failing, the kernel is still deleted (synchronously) before returning.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._discard()
+        finally:
+            self._finalizer()
+
+    async def _discard(self) -> None:
+        for task in list(self._interrupts):
+            task.cancel()
+        channels, self._channels = self._channels, None
+        try:
+            if channels is not None:
+                await channels.close()
+            await self._delete_kernel()
+        finally:
+            rest, self._rest = self._rest, None
+            if rest is not None:
+                with contextlib.suppress(Exception):
+                    await rest.aclose()
+
+    async def _delete_kernel(self) -> None:
+        kernel_id = self._remote.kernel_id
+        if kernel_id is None or self._rest is None:
+            return
+        try:
+            await self._rest.delete(kernel_id)
+        except KernelError as exc:
+            logger.warning("could not delete kernel %s on the gateway: %s", kernel_id, exc)
+        self._remote.kernel_id = None
+
+    # --- state ------------------------------------------------------------------------------------
+
+    @property
+    def kernel_id(self) -> str | None:
+        """The kernel's id on the gateway."""
+        return self._remote.kernel_id
+
+    @property
+    def remote_root(self) -> str | None:
+        """The kernel's private directory on its machine (first on its ``sys.path``)."""
+        return self._remote_root
+
+    @property
+    def is_alive(self) -> bool:
+        """Whether the kernel's websocket is open and the gateway reported no death since set-up."""
+        channels = self._channels
+        return not self._closed and channels is not None and self._healthy(channels)
+
+    @property
+    def generation(self) -> int:
+        """How many fresh kernel states were set up so far (1 after start; +1 per restart/revival)."""
+        return self._generation
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorClosed("the kernel was shut down")
+
+    def _require_rest(self) -> GatewayRest:
+        if self._rest is None:
+            raise KernelError(
+                "the gateway kernel is not started" if not self._closed else "the kernel is shut down"
+            )
+        return self._rest
+
+    def _require_kernel_id(self) -> str:
+        kernel_id = self._remote.kernel_id
+        if kernel_id is None:
+            raise KernelError("the gateway kernel has no kernel")
+        return kernel_id
+
+    # --- packages and environment ----------------------------------------------------------------
+
+    def install_package(self, path: str, files: Mapping[str, str] | Path) -> None:
+        """Make the package directory ``path`` (e.g. ``"mcptools/github"``) importable in the kernel,
+        replacing an earlier one. ``files`` maps relative paths to text, or is a local directory to
+        copy. Shipped before the next execution and again after every restart; missing parent
+        packages get an empty ``__init__.py``."""
+        path = _shipping.check_package_path(path)
+        contents = _shipping.read_package_files(files) if isinstance(files, Path) else dict(files)
+        self._packages[path] = contents
+        self._unshipped[path] = contents
+
+    def uninstall_package(self, path: str) -> None:
+        """Remove a package installed with :meth:`install_package` (before the next execution)."""
+        path = _shipping.check_package_path(path)
+        self._packages.pop(path, None)
+        self._unshipped[path] = None
+
+    async def update_environment(
+        self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()
+    ) -> None:
+        """Set environment variables and prepend ``sys.path`` entries (paths on the kernel's
+        machine) in the running kernel, and after every restart."""
+        env = dict(env or {})
+        paths = [str(p) for p in python_path]
+        self._env_overrides.update(env)
+        self._extra_python_path.extend(p for p in paths if p not in self._extra_python_path)
+        output = await self.run(_shipping.environment_code(env, paths), silent=True)
+        if output.error is not None:
+            raise KernelError(f"kernel bookkeeping failed: {output.error}")
+
+    async def _ship_packages(self, channels: GatewayChannels) -> None:
+        if not self._unshipped:
+            return
+        changes = dict(self._unshipped)
+        output = await self._collect(channels, _shipping.sync_code(changes))
+        if output.error is not None:
+            raise KernelError(f"shipping packages into the gateway kernel failed: {output.error}")
+        for path in changes:
+            if self._unshipped.get(path) is changes[path]:
+                del self._unshipped[path]
+
+    # --- execution --------------------------------------------------------------------------------
+
+    async def run(
+        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
+    ) -> ExecutionOutput:
+        """Execute ``code`` and collect everything into an :class:`ExecutionOutput` (see :meth:`execute`)."""
+        collector = OutputCollector(self.config.output_limit)
+        async with aclosing(self.execute(code, timeout, silent=silent)) as events:
+            async for event in events:
+                collector.add(event)
+        return collector.output()
+
+    async def execute(
+        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
+    ) -> AsyncGenerator[KernelEvent, None]:
+        """Run ``code`` and yield its events as they happen; the last one is :class:`ExecutionFinished`.
+
+        Same contract as :meth:`Kernel.execute <ipybox_core.kernel.Kernel.execute>`. A kernel that
+        dies is noticed when the gateway restarts it (its restarter polls every few seconds) or
+        reports it dead or gone; a lost websocket ends the execution too. Both raise
+        :class:`~ipybox_core.errors.KernelDied`; the next execution gets a working kernel.
+        """
+        self._check_open()
+        await wait_until_not_busy(lambda: self._busy)
+        self._busy = True
+        try:
+            channels = await self._ensure_running()
+            await self._ship_packages(channels)
+            async with aclosing(self._stream(channels, code, as_deadline(timeout), silent)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self._busy = False
+
+    async def _collect(self, channels: GatewayChannels, code: str) -> ExecutionOutput:
+        """Run bookkeeping code silently; a kernel that does not finish it within
+        ``config.startup_timeout`` is an error (rather than a hang)."""
+        collector = OutputCollector(self.config.output_limit)
+        limit = self.config.startup_timeout
+        try:
+            async with asyncio.timeout(limit), aclosing(self._stream(channels, code, None, True)) as events:
+                async for event in events:
+                    collector.add(event)
+        except TimeoutError:
+            raise KernelError(
+                f"the kernel on the gateway did not finish ipybox's set-up code within {limit:g} s"
+            ) from None
+        return collector.output()
+
+    async def _stream(
+        self, channels: GatewayChannels, code: str, deadline: Deadline | None, silent: bool
+    ) -> AsyncGenerator[KernelEvent, None]:
+        generation = self._generation
+        channels.listen(True)
+        ended = False
+        try:
+            started = time.monotonic()
+            msg_id = await channels.send("shell", "execute_request", execute_request(code, silent))
+            limiter = StreamLimiter(self.config.output_limit)
+            guard = TimeoutGuard(
+                deadline, self.config.interrupt_grace, lambda: self._fire_interrupt(channels)
+            )
+            liveness = _LivenessCheck(self.gateway.liveness_interval)
+            reply: dict[str, Any] | None = None
+            idle_at: float | None = None
+            while True:
+                if guard.check():
+                    assert deadline is not None
+                    ended = True
+                    raise await self._timeout_by_restart(deadline)
+                if idle_at is not None and (reply is not None or time.monotonic() - idle_at > _REPLY_TIMEOUT):
+                    break
+                self._check_kernel(channels, generation)
+                message = await channels.receive(guard.wait_time(_POLL_INTERVAL))
+                if message is None:
+                    self._check_kernel(channels, generation)
+                    if liveness.due():
+                        await self._check_gateway(channels, generation)
+                    continue
+                if message["parent_header"].get("msg_id") != msg_id:
+                    continue
+                msg_type, content = message["msg_type"], message["content"]
+                if message["channel"] == "shell":
+                    if msg_type == "execute_reply":
+                        reply = dict(content)
+                    continue
+                if msg_type == "status":
+                    state = content.get("execution_state")
+                    if state == "idle":
+                        idle_at = time.monotonic()
+                    elif silent and state == "busy":
+                        guard.code_started()  # (silent code has no execute_input: busy stands in)
+                    continue
+                if msg_type == "execute_input":
+                    guard.code_started()
+                for event in output_events(
+                    msg_type,
+                    content,
+                    limiter,
+                    timed_out=guard.timed_out,
+                    hidden_prefixes=self._hidden_prefixes,
+                    text_limit=self.config.output_limit,
+                ):
+                    yield event
+            # An interrupt still on its way must not hit the next execution.
+            await self._settle_interrupts()
+            for event in limiter.finish():
+                yield event
+            if reply is None:
+                logger.warning("the kernel finished an execution without replying; reporting it as aborted")
+                reply = {"status": "aborted"}
+            ended = True
+            if guard.timed_out:  # even if the code swallowed the KeyboardInterrupt
+                assert deadline is not None
+                raise interrupted_timeout(deadline)
+            yield finished_event(reply, started)
+        finally:
+            channels.listen(False)
+            if not ended and not channels.closed and self._healthy(channels):
+                # The consumer stopped listening (break, cancellation): stop the code too.
+                self._fire_interrupt(channels)
+
+    def _check_kernel(self, channels: GatewayChannels, generation: int) -> None:
+        """Raise if the kernel serving an execution was replaced, died or became unreachable."""
+        if generation != self._generation or self._closed:
+            raise KernelError("the kernel was restarted or shut down while the code was running")
+        if channels.restarts != self._boot_restarts:
+            raise KernelDied(
+                "the kernel died while running the code (the gateway restarted it); all its state is "
+                "lost and the next execution starts from a fresh kernel"
+            )
+        if channels.dead:
+            raise KernelDied(
+                "the kernel died while running the code and the gateway could not restart it; the next "
+                "execution starts a new kernel"
+            )
+        if channels.closed:
+            raise KernelDied(
+                f"lost the websocket to the kernel on the gateway while the code was running "
+                f"({channels.lost}); the output of this execution is lost, and the next execution "
+                "reconnects (state kept if the kernel survived) or starts a new kernel"
+            )
+
+    async def _check_gateway(self, channels: GatewayChannels, generation: int) -> None:
+        """Ask the gateway whether it still has the kernel (it may have been culled or deleted)."""
+        try:
+            state = await self._require_rest().kernel_state(self._require_kernel_id())
+        except KernelError as exc:
+            logger.warning("cannot check the kernel's state on the gateway: %s", exc)
+            return
+        self._check_kernel(channels, generation)
+        if state is None or state == "dead":
+            await channels.close()
+            raise KernelDied(
+                f"the gateway reports the kernel {'gone' if state is None else 'dead'} while the code "
+                "was running; all its state is lost and the next execution starts a new kernel"
+            )
+
+    async def _timeout_by_restart(self, deadline: Deadline) -> ExecutionTimeout:
+        return await timeout_by_restart(deadline, self.config.interrupt_grace, self.restart, (KernelError,))
+
+    # --- control ----------------------------------------------------------------------------------
+
+    async def interrupt(self) -> None:
+        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle."""
+        self._check_open()
+        channels = self._channels
+        if channels is not None and self._healthy(channels):
+            await self._send_interrupt(channels)
+
+    async def settle_output(self, max_wait: float = 0.5) -> None:
+        """Wait (at most ``max_wait`` seconds) until the output the kernel has already published is
+        handed out by the running execution.
+
+        Used before surfacing an event that came from the kernel by another route (an approval
+        request over the tool server's socket). The gateway keeps the order of the kernel's output
+        messages, so a control-channel request's ``status`` message on iopub marks the point.
+        """
+        channels = self._channels
+        if channels is None or channels.closed or not self._busy:
+            return
+        try:
+            msg_id = await channels.send("control", "kernel_info_request", {})
+        except KernelError:
+            return
+        await channels.wait_received(msg_id, max_wait)
+
+    async def _settle_interrupts(self) -> None:
+        """Wait until the interrupts fired so far were delivered (each is one bounded request)."""
+        if self._interrupts:
+            await asyncio.gather(*self._interrupts, return_exceptions=True)
+
+    def _fire_interrupt(self, channels: GatewayChannels) -> None:
+        task = asyncio.create_task(self._send_interrupt(channels), name="ipybox-gateway-interrupt")
+        self._interrupts.add(task)
+        task.add_done_callback(self._interrupts.discard)
+
+    async def _send_interrupt(self, channels: GatewayChannels) -> None:
+        try:
+            if self.config.interrupt_mode == "message":
+                await channels.send("control", "interrupt_request", {})
+            else:
+                await self._require_rest().interrupt(self._require_kernel_id())
+        except KernelError as exc:
+            logger.warning("could not interrupt the kernel on the gateway: %s", exc)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("alive" if self.is_alive else "not running")
+        return f"<GatewayKernel {self.kernel_id} on {self.gateway.url} {state}>"
+
+
+class _LivenessCheck:
+    """Says when the next REST check of the kernel's state is due."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._next = time.monotonic() + interval
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.interval
+        return True
+
+
+def _check_config(config: KernelConfig) -> None:
+    if config.launcher is not None:
+        raise ConfigError(_SANDBOX_REFUSAL)
+    unsupported = {
+        "kernel_args": bool(config.kernel_args),
+        "runtime_dir": config.runtime_dir is not None,
+        "python": config.python != KernelConfig.python,
+    }
+    for name, given in unsupported.items():
+        if given:
+            raise ConfigError(
+                f"KernelConfig.{name} does not apply to a kernel on a gateway: the gateway's kernel "
+                "spec decides how the kernel is launched (choose one with GatewayConfig.kernel_name)"
+            )
