@@ -1,8 +1,12 @@
 """Stateful IPython kernels: start (optionally wrapped by a sandbox launcher), execute with a stream of
-typed events, timeouts, interrupts, death detection, bounded output, and a pool of warm kernels."""
+typed events, timeouts, interrupts, death detection, bounded output, and a pool of warm kernels.
+
+:class:`KernelBackend` is what the executor needs from a kernel; :mod:`ipybox_core.kernel.gateway`
+has the backend for kernels on a Jupyter Kernel Gateway / Enterprise Gateway."""
 
 from __future__ import annotations
 
+from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.config import KernelConfig
 from ipybox_core.kernel.deadline import Deadline
 from ipybox_core.kernel.events import (
@@ -31,6 +35,7 @@ __all__ = [
     "ExecutionStatus",
     "InterruptMode",
     "Kernel",
+    "KernelBackend",
     "KernelConfig",
     "KernelEvent",
     "KernelLauncher",

@@ -496,7 +496,11 @@ class GatewayKernel:
         ended = False
         try:
             started = time.monotonic()
-            msg_id = await channels.send("shell", "execute_request", execute_request(code, silent))
+            try:
+                msg_id = await channels.send("shell", "execute_request", execute_request(code, silent))
+            except KernelError:
+                self._check_kernel(channels, generation)  # the specific reason, if there is one
+                raise
             limiter = StreamLimiter(self.config.output_limit)
             guard = TimeoutGuard(
                 deadline, self.config.interrupt_grace, lambda: self._fire_interrupt(channels)
