@@ -7,6 +7,7 @@ a docs page shows an example's output, the lines checked here must also appear o
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -231,3 +232,13 @@ def test_mcp_client_against_ipybox_served_in_process_over_http() -> None:
         "cheapest: Structure and Interpretation of Computer Programs for 48.0 USD",
         "not ordered: shop.place_order was rejected: the user declined the MCP call",
     ]
+
+
+def test_gateway_example_runs_code_on_a_kernel_gateway() -> None:
+    out = run_example("gateway.py").stdout
+    assert "a remote deployment would use: https://gateway.example.internal:8888" in out  # config validated
+    if importlib.util.find_spec("kernel_gateway") is None or importlib.util.find_spec("websockets") is None:
+        assert "the gateway extra is not installed: pip install 'ipybox[gateway]'" in out
+        return
+    assert "approve shop.list_products({'category': 'games'})? y (auto)" in out
+    assert "2 games" in out  # the demo shop has two games: the MCP call went through the tool server
