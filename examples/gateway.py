@@ -32,9 +32,9 @@ print(len(list_products(category="games").products), "games")
 """
 
 
-async def run_on_gateway(url: str, token: str) -> None:
+async def run_on_gateway(url: str, token: str, workspace: Path) -> None:
     # --8<-- [start:use]
-    async with CodeExecutor(kernel_gateway=url, gateway_token=token) as ex:
+    async with CodeExecutor(kernel_gateway=url, gateway_token=token, workspace=workspace) as ex:
         await ex.register_mcp_server("shop", SHOP)  # runs here; the kernel only gets the generated API
         async with ex.stream(CODE) as execution:
             async for event in execution:  # the same events as with a local kernel
@@ -107,7 +107,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ipybox-gateway-") as tmp:
         process, url, token = start_local_gateway(Path(tmp))
         try:
-            asyncio.run(run_on_gateway(url, token))
+            asyncio.run(run_on_gateway(url, token, Path(tmp) / "workspace"))
         finally:
             process.terminate()
             process.wait(timeout=30)

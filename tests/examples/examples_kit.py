@@ -22,6 +22,8 @@ def run_example(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``examples/<name>`` from the repository root with stdin not a terminal; assert exit 0."""
     environ = {key: value for key, value in os.environ.items() if key not in KEYS}
+    litter = ROOT / "mcptools"  # the generated API of an executor whose workspace is the cwd
+    littered_before = litter.exists()
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name), *args],
         cwd=ROOT,
@@ -33,6 +35,7 @@ def run_example(
         check=False,
     )
     assert done.returncode == 0, f"{name} exited with {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert littered_before or not litter.exists(), f"{name} generated mcptools/ in the repository"
     return done
 
 
