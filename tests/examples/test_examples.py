@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from examples_kit import DOCS, EXAMPLES, run_example, run_in_terminal
 
-from conftest import require
+from servers.fixtures import require  # the root conftest's helper, robust to other conftests
 
 pytestmark = pytest.mark.slow
 
