@@ -30,8 +30,11 @@ class GatewayConfig:
     """Extra HTTP headers for every request and the websocket (e.g. for a proxy in front)."""
     verify: bool | str = True
     """TLS verification of an ``https`` gateway: True, False, or the path of a CA bundle."""
+    startup_timeout: float = 120.0
+    """Seconds a kernel may take to start and be set up (a pod may have to be scheduled and its
+    image pulled); replaces ``KernelConfig.startup_timeout`` for gateway kernels."""
     request_timeout: float = 30.0
-    """Seconds a REST call may take (kernel start-up is bounded by ``KernelConfig.startup_timeout``)."""
+    """Seconds any other REST call may take."""
     liveness_interval: float = 2.0
     """Seconds between checks of the kernel's state on the gateway while code runs."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -57,7 +60,7 @@ class GatewayConfig:
             raise ConfigError(f"kernel_gateway must be an http(s)://host:port URL, got {self.url!r}")
         object.__setattr__(self, "url", self.url.rstrip("/"))
         object.__setattr__(self, "headers", dict(self.headers))
-        for name in ("request_timeout", "liveness_interval"):
+        for name in ("startup_timeout", "request_timeout", "liveness_interval"):
             value = getattr(self, name)
             if not value > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")

@@ -75,13 +75,13 @@ class GatewayKernel:
 
     It behaves like the local :class:`~ipybox_core.kernel.Kernel` (same events, timeouts, interrupts,
     restarts, death detection, output limits) and satisfies
-    :class:`~ipybox_core.kernel.backend.KernelBackend`. Nothing of ipybox needs to be installed where
-    the kernel runs except ``pydantic`` (for generated APIs): ``ipybox_core.runtime`` and the
-    kernel bootstrap are shipped into a private directory of the kernel at start and after every
-    restart, and so are packages given to :meth:`install_package`.
+    :class:`~ipybox_core.kernel.backend.KernelBackend`. ipybox need not be installed where the
+    kernel runs (generated APIs need ``pydantic`` there): ``ipybox_core.runtime`` and the kernel
+    bootstrap are shipped into a private directory of the kernel at start and after every restart,
+    and so are packages given to :meth:`install_package`.
 
     From ``config`` it uses ``env``, ``python_path`` and ``cwd`` (paths on the kernel's machine),
-    ``shell_approval``, ``output_limit``, ``reset_cwd``, ``startup_timeout``, ``interrupt_grace``,
+    ``shell_approval``, ``output_limit``, ``reset_cwd``, ``interrupt_grace``,
     ``interrupt_mode`` (None or ``"signal"``: the gateway's interrupt endpoint; ``"message"``: an
     ``interrupt_request`` on the control channel) and ``hidden_frame_paths``. A ``launcher``
     (sandbox), ``kernel_args``, ``runtime_dir`` or ``python`` cannot apply to a remote kernel and
@@ -168,13 +168,13 @@ class GatewayKernel:
         rest = self._require_rest()
         started = time.monotonic()
         post_env = {k: v for k, v in self.config.env.items() if k.startswith("KERNEL_")}
-        self._remote.kernel_id = await rest.start_kernel(post_env, self.config.startup_timeout)
+        self._remote.kernel_id = await rest.start_kernel(post_env, self.gateway.startup_timeout)
         await self._connect_and_set_up(started)
 
     async def _connect_and_set_up(self, started: float) -> None:
         """Open the websocket to the current kernel, wait until it answers, ship the set-up."""
         kernel_id = self._require_kernel_id()
-        remaining = max(1.0, self.config.startup_timeout - (time.monotonic() - started))
+        remaining = max(1.0, self.gateway.startup_timeout - (time.monotonic() - started))
         try:
             channels = await GatewayChannels.open(self.gateway, kernel_id, remaining)
         except KernelError as exc:
@@ -191,7 +191,7 @@ class GatewayKernel:
         check when it thinks the kernel is busy, e.g. after a restart): messages published before
         the subscription is live are lost, so ask until the kernel's status messages arrive.
         """
-        timeout = self.config.startup_timeout
+        timeout = self.gateway.startup_timeout
         channels.listen(True)
         try:
             asked: set[str] = set()
@@ -287,7 +287,7 @@ class GatewayKernel:
             return
         # Only the websocket was lost: reconnect, and keep the state if the kernel kept it.
         try:
-            fresh = await GatewayChannels.open(self.gateway, kernel_id, self.config.startup_timeout)
+            fresh = await GatewayChannels.open(self.gateway, kernel_id, self.gateway.startup_timeout)
         except KernelError as exc:
             raise KernelStartError(str(exc)) from None
         self._channels = fresh
@@ -314,7 +314,7 @@ class GatewayKernel:
             if channels is not None:
                 await channels.close()
             started = time.monotonic()
-            if await rest.restart(self._require_kernel_id(), self.config.startup_timeout):
+            if await rest.restart(self._require_kernel_id(), self.gateway.startup_timeout):
                 await self._connect_and_set_up(started)
             else:
                 await self._start_new_kernel()
@@ -475,9 +475,9 @@ class GatewayKernel:
 
     async def _collect(self, channels: GatewayChannels, code: str) -> ExecutionOutput:
         """Run bookkeeping code silently; a kernel that does not finish it within
-        ``config.startup_timeout`` is an error (rather than a hang)."""
+        ``GatewayConfig.startup_timeout`` is an error (rather than a hang)."""
         collector = OutputCollector(self.config.output_limit)
-        limit = self.config.startup_timeout
+        limit = self.gateway.startup_timeout
         try:
             async with asyncio.timeout(limit), aclosing(self._stream(channels, code, None, True)) as events:
                 async for event in events:
