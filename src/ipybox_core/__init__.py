@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         OutputChunk,
         RegisteredServer,
     )
+    from ipybox_core.kernel.gateway import GatewayConfig
     from ipybox_core.mcp import McpServerConfig, load_mcp_config
     from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
 
@@ -93,6 +94,7 @@ _EXPORTS = {
         "OutputChunk",
         "RegisteredServer",
     ],
+    "ipybox_core.kernel.gateway": ["GatewayConfig"],
     "ipybox_core.mcp": ["McpServerConfig", "load_mcp_config"],
     "ipybox_core.sandbox": ["ResourceLimits", "SandboxPolicy"],
 }
@@ -118,6 +120,7 @@ __all__ = [
     "ExecutionTimeout",
     "ExecutorBusy",
     "ExecutorClosed",
+    "GatewayConfig",
     "IpyboxError",
     "KernelDied",
     "KernelError",

@@ -73,7 +73,9 @@ class ToolServer:
     ) -> None:
         """Listen on TCP; ``advertise_host`` is the name the kernel uses to reach this machine."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted connections only for TCP sockets
+        # it recognises as such; with Nagle on, every call waits ~40 ms for a delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         context = None

@@ -450,7 +450,9 @@ async def test_tracebacks_hide_generated_wrapper_frames(executor: CodeExecutor) 
     assert "mcptools/test" not in result.error.traceback
 
 
-async def test_output_printed_before_a_call_arrives_before_its_approval_request(executor: CodeExecutor) -> None:
+async def test_output_printed_before_a_call_arrives_before_its_approval_request(
+    executor: CodeExecutor,
+) -> None:
     code = "from mcptools.test import add\nfor i in range(15):\n    print(f'before-{i}')\n    add(a=i, b=0)\n"
     order: list[str] = []
     async with executor.stream(code) as execution:

@@ -5,19 +5,11 @@ from __future__ import annotations
 import asyncio
 import socket
 
-import pytest
-
 from ipybox_core.approval import ApprovalGate
 from ipybox_core.mcp import McpRegistry
 from ipybox_core.toolserver import ToolServer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in ToolServer.start_tcp: its listening socket is created with proto 0, so asyncio "
-    "does not set TCP_NODELAY on accepted connections and every tool call a gateway kernel makes "
-    "waits for Nagle + delayed ACK (measured: 44 ms per call; 4.6 ms with IPPROTO_TCP)",
-)
 async def test_tcp_connections_to_the_tool_server_disable_nagle() -> None:
     server = ToolServer(McpRegistry(), ApprovalGate("never"))
     await server.start_tcp("127.0.0.1", 0)
