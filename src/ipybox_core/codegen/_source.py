@@ -35,9 +35,11 @@ def docstring(text: str, indent: str) -> str:
 
     Backslashes, quote runs, control characters, lone surrogates and other non-printable
     characters are escaped, so no description can end the literal or break the module.
-    Trailing whitespace is dropped, lone surrogates become U+FFFD (see :func:`scrub`).
+    Trailing whitespace is dropped, lone surrogates become U+FFFD (see :func:`scrub`), and tabs
+    are expanded as a terminal would show the text (inside the indented docstring they would
+    otherwise land on other columns).
     """
-    text = scrub(text).rstrip()  # trailing whitespace means nothing in a docstring
+    text = scrub(text).expandtabs().rstrip()  # trailing whitespace means nothing in a docstring
     if not text:
         return '""""""'
     stripped = text.rstrip('"')
