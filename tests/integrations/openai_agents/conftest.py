@@ -13,23 +13,20 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # read once by the SDK: no tr
 from agents import set_tracing_disabled
 
 from ipybox_core import CodeExecutor
-from servers import PYTHON, SERVE_SCRIPT
+from servers.executors import executor_with_test_server, left_idle
 
 set_tracing_disabled(True)
 
 
 @pytest_asyncio.fixture(loop_scope="package", scope="package")
 async def executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CodeExecutor]:
-    """A kernel with the test MCP server registered as ``test`` (approval policy "always")."""
-    async with CodeExecutor(workspace=tmp_path_factory.mktemp("oa-ws"), timeout=60) as ex:
-        await ex.register_mcp_server("test", {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"]})
+    """A kernel with the test MCP server registered as ``test`` (every call needs approval)."""
+    async with executor_with_test_server(tmp_path_factory.mktemp("oa-ws")) as ex:
         yield ex
 
 
 @pytest_asyncio.fixture(loop_scope="package")
 async def idle_executor(executor: CodeExecutor) -> AsyncIterator[CodeExecutor]:
     """The shared executor; a test must leave it idle (nothing running or waiting for approval)."""
-    yield executor
-    left_busy = executor.busy
-    await executor.cancel()
-    assert not left_busy, "the test left an execution running or waiting for approval"
+    async with left_idle(executor) as ex:
+        yield ex

@@ -8,21 +8,18 @@ import pytest
 import pytest_asyncio
 
 from ipybox_core import CodeExecutor
-from servers import PYTHON, SERVE_SCRIPT
+from servers.executors import executor_with_test_server, left_idle
 
 
 @pytest_asyncio.fixture(loop_scope="package", scope="package")
 async def shared_executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CodeExecutor]:
     """A kernel with the test MCP server registered as ``test`` (every call needs approval)."""
-    async with CodeExecutor(workspace=tmp_path_factory.mktemp("pai-ws"), timeout=60) as ex:
-        await ex.register_mcp_server("test", {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"]})
+    async with executor_with_test_server(tmp_path_factory.mktemp("pai-ws")) as ex:
         yield ex
 
 
 @pytest_asyncio.fixture(loop_scope="package")
 async def executor(shared_executor: CodeExecutor) -> AsyncIterator[CodeExecutor]:
     """The shared executor; a test must leave it idle (nothing running or waiting for approval)."""
-    yield shared_executor
-    left_busy = shared_executor.busy
-    await shared_executor.cancel()
-    assert not left_busy, "the test left an execution running or waiting for approval"
+    async with left_idle(shared_executor) as ex:
+        yield ex
