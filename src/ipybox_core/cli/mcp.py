@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipybox_core.cli._console import Console
@@ -37,6 +38,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_executor_options(
         parser, workspace_help="the kernel's working directory; the generated API goes to DIR/mcptools"
+    )
+    parser.add_argument(
+        "--api-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the generated API here instead (its name is the package to import from), e.g. "
+        "--api-dir ~/.cache/ipybox/mcptools to keep it out of the project",
     )
     parser.add_argument(
         "--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio"
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_paths(args)
     settings = McpServerSettings(
         workspace=args.workspace,
+        api_dir=args.api_dir,
         sandbox=sandbox_setting(args),
         config=args.config,
         env_file=args.env_file,

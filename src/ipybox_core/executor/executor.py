@@ -67,6 +67,9 @@ class CodeExecutor:
     ``%%bash``) are approval requests too. ``timeout`` is the default execution timeout in seconds;
     time spent waiting for a decision does not count against it.
 
+    The generated API goes to ``<workspace>/<api_package>`` (``from mcptools.<server> import ...``),
+    or to ``api_dir`` (its last component is then the package name) to keep it out of a project.
+
     MCP server configs may use ``${VAR}`` placeholders, filled from ``mcp_env`` (default: the
     host's environment). The kernel sees none of that: its environment is only ``kernel_env`` plus
     what the kernel needs to run.
@@ -92,6 +95,7 @@ class CodeExecutor:
         output_limit: int = 100_000,
         kernel_env: Mapping[str, str] | None = None,
         api_package: str = "mcptools",
+        api_dir: str | os.PathLike[str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float = 300.0,
         reset_cwd: bool = False,
@@ -108,7 +112,8 @@ class CodeExecutor:
             )
         self.sandbox: SandboxPolicy | None = resolve_sandbox(sandbox)
         self.timeout = timeout
-        self.api_root = self.workspace / api_package
+        self.api_root = Path(api_dir).resolve() if api_dir is not None else self.workspace / api_package
+        """Where the generated API is written; its name is the package kernel code imports from."""
         self._gate = ApprovalGate(
             approval, timeout=approval_timeout, audit=AuditLog(audit_log) if audit_log is not None else None
         )
@@ -153,6 +158,7 @@ class CodeExecutor:
 
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
+            self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
             self._runtime_dir = Path(tempfile.mkdtemp(prefix="ipybox-", dir=_short_tmp()))
             self._toolserver = ToolServer(self._registry, self._gate)
             if self.gateway is None:

@@ -114,6 +114,7 @@ class IpyboxService:
             settings = self.settings
             self._executor = executor = module.CodeExecutor(
                 workspace=settings.workspace,
+                api_dir=settings.api_dir,
                 sandbox=self.sandbox if self.sandbox is not None else False,
                 approval="always",
                 approval_timeout=settings.approval_timeout,

@@ -14,6 +14,8 @@ class McpServerSettings:
 
     workspace: Path = field(default_factory=Path.cwd)
     """The kernel's working directory; the generated API goes to ``<workspace>/mcptools``."""
+    api_dir: Path | None = None
+    """Where the generated API goes instead (its last component is the package name)."""
     sandbox: bool | Path = False
     """``True``: the default bubblewrap sandbox; a path: a sandbox config file; ``False``: none."""
     config: Path | None = None
@@ -36,6 +38,8 @@ class McpServerSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
+        if self.api_dir is not None:
+            object.__setattr__(self, "api_dir", Path(self.api_dir).expanduser().resolve())
         for name in ("timeout", "approval_timeout", "install_timeout"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")

@@ -465,3 +465,14 @@ async def test_output_printed_before_a_call_arrives_before_its_approval_request(
                 await event.accept()
     expected = [item for i in range(15) for item in (f"before-{i}", f"request-{i}")]
     assert order == expected
+
+
+async def test_api_dir_outside_the_workspace(tmp_path: Path) -> None:
+    api_dir = tmp_path / "state" / "tools"
+    async with CodeExecutor(workspace=tmp_path / "project", api_dir=api_dir, approval="never") as ex:
+        await ex.register_mcp_server("test", STDIO_SERVER)
+        assert "from tools.test import" in ex.api_reference()
+        result = await ex.execute("from tools.test import add\nprint(add(a=1, b=2))")
+        assert result.text.strip() == "3"
+    assert (api_dir / "test" / "__init__.py").exists()
+    assert not (tmp_path / "project" / "mcptools").exists()

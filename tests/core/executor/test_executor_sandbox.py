@@ -51,3 +51,16 @@ async def test_sandboxed_kernel_survives_reset_and_keeps_tool_access(tmp_path: P
         await ex.reset()
         result = await ex.execute("from mcptools.test import add\nprint('x' in dir(), add(a=1, b=1))")
         assert result.text.strip() == "False 2"
+
+
+async def test_sandboxed_kernel_imports_an_api_dir_outside_the_workspace(tmp_path: Path) -> None:
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed")
+    api_dir = tmp_path / "state" / "tools"
+    async with CodeExecutor(workspace=tmp_path / "ws", api_dir=api_dir, sandbox=True, approval="never") as ex:
+        await ex.register_mcp_server("test", STDIO_SERVER)
+        result = await ex.execute(
+            "from tools.test import add\nprint(add(a=1, b=2))\n"
+            "try:\n    open(__import__('tools').__path__[0] + '/x', 'w')\nexcept OSError as e:\n    print('read-only')"
+        )
+        assert result.error is None, result.error
+        assert result.text.split() == ["3", "read-only"]
