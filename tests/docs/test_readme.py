@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from docs_kit import README, ROOT, marked_block
 
-from servers.fixtures import require  # the root conftest's helper, robust to other conftests
+from prerequisites import require
 
 
 def test_the_two_commands_are_marked_and_ci_runs_the_test_command() -> None:

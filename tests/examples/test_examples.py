@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from examples_kit import DOCS, EXAMPLES, run_example, run_in_terminal
 
-from servers.fixtures import require  # the root conftest's helper, robust to other conftests
+from prerequisites import require
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conftest import NODE_MODULES, require
+from prerequisites import NODE_MODULES, require
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
 
 EVERYTHING_SERVER = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"

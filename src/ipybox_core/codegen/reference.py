@@ -43,7 +43,8 @@ def _imports(pkg: GeneratedPackage, package: str, tools: Sequence[GeneratedTool]
 
 
 def _server_section(pkg: GeneratedPackage, package: str, *, signatures: bool, models: bool) -> str:
-    lines = [_imports(pkg, package)]
+    # With signatures below, repeating every name in the import line would only cost prompt space.
+    lines = [f"# from {package}.{pkg.module} import ...\n" if signatures else _imports(pkg, package)]
     for tool in pkg.tools:
         text = tool.summary.replace('"""', "'''")
         if signatures:

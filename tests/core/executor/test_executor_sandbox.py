@@ -7,8 +7,8 @@ from pathlib import Path
 
 from executor_kit import STDIO_SERVER, run
 
-from conftest import require
 from ipybox_core import CodeExecutor
+from prerequisites import require
 
 
 async def test_sandboxed_kernel_calls_mcp_tools_but_cannot_reach_server_secrets(tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ from collections.abc import Iterator
 import pytest
 from gateway_kit import LocalGateway, kernelgateway_available, start_local_gateway
 
-# The root conftest's helper (a conftest in a subdirectory cannot `from conftest import ...`: that
-# name is this module while it loads); servers.fixtures imported it from the root conftest.
-from servers.fixtures import require
+from prerequisites import require
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from ipybox_core import (
     OutputChunk,
 )
 from ipybox_core.kernel.gateway import GatewayKernel
-from servers.fixtures import require
+from prerequisites import require
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

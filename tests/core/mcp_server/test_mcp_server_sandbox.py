@@ -17,7 +17,7 @@ from mcp_server_kit import (
     uninstall_probe,
 )
 
-from conftest import require
+from prerequisites import require
 
 
 async def test_sandboxed_kernel_calls_tools_and_imports_installed_packages(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from conftest import require
 from ipybox_core.errors import SandboxUnavailable
 from ipybox_core.kernel import Kernel, KernelConfig
 from ipybox_core.sandbox import BwrapLauncher, SandboxPolicy, probe_sandbox
+from prerequisites import require
 
 ATTEMPT_HARNESS = r"""
 import json as __json

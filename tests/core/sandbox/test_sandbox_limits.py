@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from sandbox_kit import require_bwrap, start_sandboxed
 
-from conftest import require
 from ipybox_core.errors import KernelDied
 from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
 from ipybox_core.sandbox._cgroups import available_controllers
 from ipybox_core.sandbox._command import boot_source, rlimits
+from prerequisites import require
 
 pytestmark = pytest.mark.sandbox
 
