@@ -59,6 +59,7 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
             print(_indent(executor.api_reference()))
             for number, code in enumerate(DEMO_CELLS, 1):
                 print(f"\n--- code action {number} ---\n{_indent(code)}")
+                partial = ""
                 async for event in executor.stream(code):
                     if isinstance(event, ApprovalRequest):
                         if await _ask(event, auto_approve):
@@ -66,12 +67,18 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
                         else:
                             await event.reject("the user said no")
                     elif isinstance(event, OutputChunk):
-                        print(_indent(event.text), end="" if event.text.endswith("\n") else "\n")
+                        partial += event.text  # print whole lines only: chunks may split one
+                        lines, _, partial = partial.rpartition("\n")
+                        if lines:
+                            print(_indent(lines))
                     elif isinstance(event, DisplayOutput):
                         print(_indent(event.text))
-                    elif isinstance(event, ExecutionResult) and event.error is not None:
-                        print(_indent(event.error.traceback))
-                        return 1
+                    elif isinstance(event, ExecutionResult):
+                        if partial:
+                            print(_indent(partial))
+                        if event.error is not None:
+                            print(_indent(event.error.traceback))
+                            return 1
     print("\ndone.")
     return 0
 
