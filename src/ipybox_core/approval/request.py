@@ -59,6 +59,15 @@ class ApprovalRequest:
         return f"{self.server}.{self.tool}" if self.kind == "mcp" else "shell"
 
     @property
+    def hints(self) -> list[str]:
+        """The tool's annotations worth showing an approver: ``"read-only"``, ``"destructive"``."""
+        flags = (
+            ("read-only", self.annotations.read_only_hint),
+            ("destructive", self.annotations.destructive_hint),
+        )
+        return [name for name, flag in flags if flag]
+
+    @property
     def pending(self) -> bool:
         """True until the request is decided, expires or is abandoned by the code."""
         return not self._future.done()

@@ -56,15 +56,7 @@ class TerminalApprover:
                 f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in request.args.items()
             )
             call = f"{request.name}({arguments})"
-        hints = [
-            name
-            for name, flag in (
-                ("read-only", request.annotations.read_only_hint),
-                ("destructive", request.annotations.destructive_hint),
-            )
-            if flag
-        ]
-        hint = f" [{', '.join(hints)}]" if hints else ""
+        hint = f" [{', '.join(request.hints)}]" if request.hints else ""
         return f"{self.console.style('approve', 'bold', 'cyan')} {call}{hint}?"
 
     def _ask(self, question: str) -> bool | None:

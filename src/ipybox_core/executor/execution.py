@@ -101,6 +101,16 @@ class Execution:
         """Approval requests of this execution that still wait for a decision."""
         return [request for request in self._pending if request.pending]
 
+    async def next_stop(self) -> ApprovalRequest | ExecutionResult:
+        """Run until the code needs a decision or finishes (output events are skipped).
+
+        Raises what iteration raises (``ExecutionTimeout``, ``KernelDied``, ``ExecutionCancelled``).
+        """
+        async for event in self:
+            if isinstance(event, (ApprovalRequest, ExecutionResult)):
+                return event
+        raise RuntimeError("the execution ended without a result")
+
     async def wait(self) -> ExecutionResult:
         """Run to the end without consuming events; raises like iteration would."""
         self.start()

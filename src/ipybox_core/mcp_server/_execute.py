@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
@@ -15,7 +16,7 @@ from ipybox_core.mcp_server.approvals import Approver, answer_action, apply_answ
 from ipybox_core.mcp_server.service import IpyboxService
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
-    from ipybox_core.executor import Execution, ExecutionResult
+    from ipybox_core.executor import Execution
 
 BUSY_MESSAGE = (
     "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
@@ -37,7 +38,6 @@ async def start(
 ) -> CallToolResult | InputRequiredResult:
     """A fresh call: start ``code`` and run it to its first stop."""
     executor = await service.executor()
-    await service.parked.sweep()
     try:
         execution = executor.stream(code, timeout=timeout)
     except ExecutorBusy:
@@ -53,8 +53,9 @@ async def resume(
     if parked is None:
         return text_result(GONE_MESSAGE, error=True)
     responses = ctx.input_responses or {}
+    assert parked.request is not None  # parked only at an approval request
     await apply_answer(parked.request, answer_action(responses.get(parked.key)))
-    return await drive(service, approver, ctx, parked.execution, parked.max_chars)
+    return await drive(service, approver, ctx, parked.execution, parked.context)
 
 
 async def drive(
@@ -67,12 +68,12 @@ async def drive(
     """Run ``execution`` until it ends, or until the client must be asked in a new round."""
     try:
         while True:
-            stop = await _next_stop(execution)
+            stop = await execution.next_stop()
             if not isinstance(stop, ApprovalRequest):
                 return execution_result(stop, max_chars=max_chars)
             channel = approver.channel(ctx)
             if channel == "input_required":
-                parked = service.parked.park(execution, stop, max_chars)
+                parked = service.parked.park(secrets.token_urlsafe(16), execution, stop, max_chars)
                 return InputRequiredResult(
                     input_requests={parked.key: approver.input_request(stop)}, request_state=parked.key
                 )
@@ -83,15 +84,6 @@ async def drive(
         # The request was cancelled or the connection lost: do not leave the code running.
         await asyncio.shield(execution.cancel("the MCP request was cancelled"))
         raise
-
-
-async def _next_stop(execution: Execution) -> ApprovalRequest | ExecutionResult:
-    from ipybox_core.executor import ExecutionResult
-
-    async for event in execution:
-        if isinstance(event, (ApprovalRequest, ExecutionResult)):
-            return event
-    raise RuntimeError("the execution ended without a result")
 
 
 def _failure(error: BaseException) -> str:

@@ -10,7 +10,7 @@ code. How the question travels depends on the protocol version the client negoti
 - from 2026-07-28 (``Client(mode="auto")``, the 2.x SDK's default): servers cannot send requests
   to the client (``NoBackChannelError``). Instead the ``tools/call`` returns an
   ``InputRequiredResult`` carrying the elicitation; the execution stays parked while the client
-  asks the user and retries the call with the answer (:class:`~ipybox_core.mcp_server._parking`).
+  asks the user and retries the call with the answer (:class:`~ipybox_core.suspended.SuspendedExecutions`).
   The official client does this by itself when it has an ``elicitation_callback``.
 
 Without elicitation support in the client, calls are rejected with a message that says how to
@@ -137,12 +137,7 @@ def approval_message(request: ApprovalRequest) -> str:
     """The question shown to the user: server, tool, arguments and the tool's hints."""
     if request.kind == "shell":
         return f"ipybox: the code wants to run a shell command:\n\n{request.args.get('command', '')}"
-    hints = []
-    if request.annotations.read_only_hint:
-        hints.append("read-only")
-    if request.annotations.destructive_hint:
-        hints.append("destructive")
-    hint = f" ({', '.join(hints)})" if hints else ""
+    hint = f" ({', '.join(request.hints)})" if request.hints else ""
     arguments = json.dumps(request.args, indent=2, ensure_ascii=False, default=str)
     return (
         f"ipybox: approve this MCP tool call{hint}?\n\n"

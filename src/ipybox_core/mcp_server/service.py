@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING
 
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config
-from ipybox_core.mcp_server._parking import ParkedExecutions
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
+from ipybox_core.suspended import SuspendedExecutions
 
 if TYPE_CHECKING:
     from ipybox_core.executor import CodeExecutor
-
-SWEEP_INTERVAL = 30.0
 
 
 class ExecutorUnavailable(IpyboxError):
@@ -55,7 +53,12 @@ class IpyboxService:
         if not isinstance(settings.sandbox, bool) and not settings.sandbox.is_file():
             raise ConfigError(f"sandbox config file {str(settings.sandbox)!r} does not exist")
         self.sandbox = resolve_sandbox(settings.sandbox)  # a bad policy file fails here, at once
-        self.parked = ParkedExecutions(abandon_after=settings.approval_timeout + 60.0)
+        # Executions waiting between the rounds of an InputRequiredResult exchange, by request
+        # state; the context is the call's output limit.
+        self.parked: SuspendedExecutions[int] = SuspendedExecutions(
+            abandon_after=settings.approval_timeout + 60.0,
+            abandon_reason="nobody answered the approval request in time",
+        )
         self.startup_failures: dict[str, str] = {}
         self._notify = notify or _stderr
         self._executor: CodeExecutor | None = None
@@ -76,10 +79,7 @@ class IpyboxService:
         """Start the kernel and register the config servers in the background."""
         if self._tasks:
             return
-        self._tasks = [
-            asyncio.create_task(self._start(), name="ipybox-start"),
-            asyncio.create_task(self._sweep(), name="ipybox-sweep"),
-        ]
+        self._tasks = [asyncio.create_task(self._start(), name="ipybox-start")]
 
     @property
     def ready(self) -> bool:
@@ -136,11 +136,6 @@ class IpyboxService:
             self._notify(f"ipybox: could not start the kernel: {exc}")
         finally:
             self._ready.set()
-
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            await self.parked.sweep()
 
 
 def _stderr(message: str) -> None:

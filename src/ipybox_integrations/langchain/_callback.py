@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
-from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, next_stop, start_execution
+from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, start_execution
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, result_content
 from ipybox_integrations.langchain._hitl import apply_decision, hitl_request, parse_response
 from ipybox_integrations.langchain._settings import ToolSettings
@@ -24,7 +24,7 @@ async def run_with_callback(settings: ToolSettings, code: str) -> ContentBlocks:
     async with execution:  # cancels the code if anything below fails
         while True:
             try:
-                stop = await next_stop(execution)
+                stop = await execution.next_stop()
             except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
                 raise ExecuteCodeError(describe_failure(error)) from error
             if not isinstance(stop, ApprovalRequest):

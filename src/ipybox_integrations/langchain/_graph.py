@@ -19,7 +19,7 @@ from langgraph.types import interrupt
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_core.executor import ExecutionResult
-from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, next_stop, start_execution
+from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, start_execution
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, result_content
 from ipybox_integrations.langchain._hitl import (
     apply_decision,
@@ -99,7 +99,7 @@ async def _ask(settings: ToolSettings, session: Session, request: ApprovalReques
 
 async def _next_stop(store: SessionStore, session: Session) -> ApprovalRequest | ExecutionResult:
     try:
-        return await next_stop(session.execution)
+        return await session.execution.next_stop()
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
         store.discard(session)
         raise ExecuteCodeError(describe_failure(error)) from error

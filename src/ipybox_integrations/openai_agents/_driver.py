@@ -27,10 +27,10 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, IpyboxError
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionEvent, ExecutionResult
+from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
     RenderedResult,
-    SuspendedExecutions,
     describe_failure,
     render_result,
     start_execution,
@@ -113,7 +113,6 @@ class KernelDriver:
         return await self._start(_code_of(last.get("content")), invocation)
 
     async def _start(self, code: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        await self._suspended.sweep()  # executions abandoned long ago must not block this one
         execution = start_execution(self._executor, code, self._timeout)
         if execution is None:
             return [_message(BUSY_MESSAGE)]
@@ -121,8 +120,7 @@ class KernelDriver:
         return await self._advance(uuid.uuid4().hex[:12], 0, execution, invocation)
 
     async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        parked = self._suspended.get(call_id)
-        await self._suspended.take(call_id)
+        parked = self._suspended.take(call_id)
         if parked is None:
             return [_message(LOST_MESSAGE)]
         request = parked.request
@@ -149,7 +147,7 @@ class KernelDriver:
                     else:
                         count += 1
                         call_id = f"{CALL_PREFIX}{execution_id}-{count}"
-                        await self._suspended.park(call_id, execution, event)
+                        self._suspended.park(call_id, execution, event, None)
                         invocation.waiting_on = call_id
                         return [_function_call(call_id, event)]
                 elif isinstance(event, ExecutionResult):

@@ -20,7 +20,7 @@ from agents.tool_context import ToolContext
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError
 from ipybox_core.executor import CodeExecutor
-from ipybox_integrations._session import SuspendedExecutions
+from ipybox_core.suspended import SuspendedExecutions
 
 McpApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], ApprovalRequest], "bool | Awaitable[bool]"]
 """Decides per MCP call whether to ask the user: ``(run context, request) -> True`` asks.

@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import CodeExecutor
+from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import (
     EXECUTE_CODE_DESCRIPTION,
-    SuspendedExecutions,
     approval_description,
     prompt_section,
 )
@@ -178,7 +178,7 @@ class CodeActionTool:
 
     async def cancel(self) -> None:
         """Cancel every execution waiting for a decision (their code sees the pending call rejected)."""
-        await self._suspended.aclose()
+        await self._suspended.cancel_all()
 
     aclose = cancel
 
@@ -218,7 +218,7 @@ class CodeActionTool:
 
     async def _abandon(self, invocation: Invocation) -> None:
         if invocation.waiting_on is not None:
-            await self._suspended.take(invocation.waiting_on)
+            self._suspended.take(invocation.waiting_on)
         if invocation.execution is not None and not invocation.execution.done:
             with contextlib.suppress(Exception):
                 await invocation.execution.cancel("execute_code failed")

@@ -23,9 +23,9 @@ from pydantic_ai.messages import CapabilityEvent, ModelRequestPart, ToolReturnPa
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult, OutputChunk
+from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
-    SuspendedExecutions,
     approval_description,
     describe_failure,
     render_result,
@@ -59,16 +59,13 @@ class CodeRunner:
 
     def __init__(self, executor: CodeExecutor, *, abandon_after: float | None) -> None:
         self.executor = executor
-        self.suspended = SuspendedExecutions(abandon_after=abandon_after)
-        self._timers: dict[str, asyncio.TimerHandle] = {}  # abandonment timers by parked key
-        self._sweeps: set[asyncio.Task[None]] = set()
+        self.suspended: SuspendedExecutions = SuspendedExecutions(abandon_after=abandon_after)
 
     # --- the tool ---------------------------------------------------------------------------
 
     async def execute_code(self, ctx: RunContext[Any], code: str, timeout: float | None) -> ToolReturn | str:
         key = ctx.tool_call_id or "execute_code"
-        parked = self.suspended.get(key)  # even if it finished meanwhile (an approval timed out)
-        await self._unpark(key)
+        parked = self.suspended.take(key)  # even if it finished meanwhile (an approval timed out)
         if parked is None:
             if ctx.tool_call_approved:
                 return STALE_APPROVAL_MESSAGE
@@ -116,7 +113,7 @@ class CodeRunner:
                 ctx, request, call, metadata, description=self._describe(request)
             )
         except ApprovalRequired:
-            await self._park(key, execution, request)
+            self.suspended.park(key, execution, request, None)  # interrupted once abandoned
             raise ApprovalRequired(metadata=metadata) from None
         except _REJECTING_ERRORS as error:
             denied_reason: str | None = _error_message(error)
@@ -138,7 +135,7 @@ class CodeRunner:
             if ctx.tool_call_approved:
                 logger.warning("ipybox: %s (execute_code call %s)", IGNORED_ANSWER_NOTE, key)
                 metadata = {**metadata, "note": IGNORED_ANSWER_NOTE}
-            await self._park(key, execution, request)
+            self.suspended.park(key, execution, request, None)  # interrupted once abandoned
             raise ApprovalRequired(metadata=metadata)
         assert isinstance(answer, dict)
         if decision == "reject":
@@ -178,32 +175,6 @@ class CodeRunner:
 
     # --- parking ----------------------------------------------------------------------------
 
-    async def _park(self, key: str, execution: Execution, request: ApprovalRequest) -> None:
-        """Park ``execution`` under ``key``; a timer interrupts it once it is abandoned."""
-        await self.suspended.park(key, execution, request)
-        after = self.suspended.abandon_after
-        if after is None:
-            return
-
-        def expire() -> None:
-            self._timers.pop(key, None)
-            task = asyncio.get_running_loop().create_task(self.suspended.sweep())
-            self._sweeps.add(task)
-            task.add_done_callback(self._sweeps.discard)
-
-        self._cancel_timer(key)
-        self._timers[key] = asyncio.get_running_loop().call_later(after + 0.01, expire)
-
-    async def _unpark(self, key: str) -> Execution | None:
-        self._cancel_timer(key)
-        parked = await self.suspended.take(key)
-        return parked.execution if parked is not None else None
-
-    def _cancel_timer(self, key: str) -> None:
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-
     async def cancel_denied(self, parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt parked executions whose ``execute_code`` call was answered with ``ToolDenied``."""
         if not len(self.suspended):
@@ -214,18 +185,13 @@ class CodeRunner:
                 and part.outcome == "denied"
                 and part.tool_call_id in self.suspended
             ):
-                execution = await self._unpark(part.tool_call_id)
-                if execution is not None:
-                    await execution.cancel(DENIED_REASON)
+                parked = self.suspended.take(part.tool_call_id)
+                if parked is not None:
+                    await parked.execution.cancel(DENIED_REASON)
 
     async def aclose(self) -> None:
-        """Cancel the parked executions (the kernel is interrupted) and the abandonment timers."""
-        for key in list(self._timers):
-            self._cancel_timer(key)
-        await self.suspended.aclose()
-        for task in list(self._sweeps):
-            with contextlib.suppress(BaseException):
-                await task
+        """Cancel the parked executions (the kernel is interrupted)."""
+        await self.suspended.cancel_all()
 
 
 def held_call(execute_code_call_id: str, request: ApprovalRequest) -> ToolCallPart:

@@ -132,3 +132,12 @@ async def test_cancelled_wait_abandons_the_request(tmp_path: Path) -> None:
     with pytest.raises(ApprovalError, match="abandoned"):
         await asked[0].accept()
     assert audit.read()[0].decided_by == "abandoned"
+
+
+async def test_hints_name_the_annotations_an_approver_should_see() -> None:
+    assert mcp_request(read_only=True).hints == ["read-only"]
+    destructive = ApprovalRequest(
+        kind="mcp", server="fs", tool="rm", args={}, annotations=ToolAnnotations(destructive_hint=True)
+    )
+    assert destructive.hints == ["destructive"]
+    assert mcp_request().hints == []

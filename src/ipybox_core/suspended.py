@@ -1,0 +1,105 @@
+"""Executions parked while a decision is collected outside of the call that started them.
+
+An adapter runs ``execute_code`` as an :class:`~ipybox_core.executor.Execution` and walks its
+events. When an MCP call needs a decision that the caller must take *after* the current call
+returns (a PydanticAI deferred approval, a LangGraph interrupt, an Agents SDK interruption, an MCP
+``InputRequiredResult`` round), the execution is parked here under the caller's own key and picked
+up again when the caller comes back with the decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic
+
+from typing_extensions import TypeVar
+
+if TYPE_CHECKING:
+    from ipybox_core.approval import ApprovalRequest
+    from ipybox_core.executor import Execution
+
+ContextT = TypeVar("ContextT", default=None)
+"""What the parker needs again on resume (e.g. the output limit of the original call)."""
+
+ABANDONED = "the suspended execution was abandoned"
+
+
+@dataclass
+class SuspendedExecution(Generic[ContextT]):
+    """An execution parked while a decision for ``request`` is collected."""
+
+    key: str
+    execution: Execution
+    request: ApprovalRequest | None
+    context: ContextT
+    parked_at: float = field(default_factory=time.monotonic)
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class SuspendedExecutions(Generic[ContextT]):
+    """Parked executions by key (a tool call id, a thread + call id, a request state, ...).
+
+    An execution left parked longer than ``abandon_after`` seconds is cancelled (the kernel is
+    interrupted, pending approvals rejected) by a timer, so a caller that never comes back does not
+    keep the executor busy; :meth:`cancel_all` cancels all of them. An execution that finished while
+    parked (e.g. its approval timed out and the code went on) stays until it is taken, so its
+    result still reaches the caller.
+    """
+
+    def __init__(self, *, abandon_after: float | None = 3600.0, abandon_reason: str = ABANDONED) -> None:
+        self.abandon_after = abandon_after
+        self.abandon_reason = abandon_reason
+        self._parked: dict[str, SuspendedExecution[ContextT]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parked
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def get(self, key: str) -> SuspendedExecution[ContextT] | None:
+        """The execution parked under ``key``, left in place."""
+        return self._parked.get(key)
+
+    def park(
+        self, key: str, execution: Execution, request: ApprovalRequest | None, context: ContextT
+    ) -> SuspendedExecution[ContextT]:
+        """Park ``execution`` under ``key`` (replacing what was parked there)."""
+        self._forget(key)
+        parked = SuspendedExecution(key=key, execution=execution, request=request, context=context)
+        if self.abandon_after is not None:
+            parked.timer = asyncio.get_running_loop().call_later(
+                self.abandon_after, lambda: asyncio.ensure_future(self._expire(parked))
+            )
+        self._parked[key] = parked
+        return parked
+
+    def take(self, key: str) -> SuspendedExecution[ContextT] | None:
+        """Remove and return the execution parked under ``key`` (``None`` if there is none)."""
+        return self._forget(key)
+
+    async def cancel_all(self, reason: str | None = None) -> None:
+        """Cancel every parked execution (``reason`` goes to their pending approvals)."""
+        parked, self._parked = list(self._parked.values()), {}
+        for item in parked:
+            if item.timer is not None:
+                item.timer.cancel()
+            with contextlib.suppress(Exception):
+                await item.execution.cancel(reason or self.abandon_reason)
+
+    def _forget(self, key: str) -> SuspendedExecution[ContextT] | None:
+        parked = self._parked.pop(key, None)
+        if parked is not None and parked.timer is not None:
+            parked.timer.cancel()
+        return parked
+
+    async def _expire(self, parked: SuspendedExecution[ContextT]) -> None:
+        if self._parked.get(parked.key) is not parked:
+            return  # taken (or replaced) meanwhile
+        del self._parked[parked.key]
+        if not parked.execution.done:
+            with contextlib.suppress(Exception):
+                await parked.execution.cancel(self.abandon_reason)
