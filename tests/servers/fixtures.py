@@ -27,6 +27,7 @@ import pytest
 
 from prerequisites import NODE_MODULES, require
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
+from servers.gateway import LocalGateway, kernelgateway_available, start_local_gateway
 
 EVERYTHING_SERVER = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 START_TIMEOUT = 60.0
@@ -155,3 +156,21 @@ def everything_stdio_config() -> dict[str, Any]:
     require(node is not None, "node is not installed")
     require(EVERYTHING_SERVER.exists(), f"npm test servers are not installed ({EVERYTHING_SERVER})")
     return {"command": node, "args": [str(EVERYTHING_SERVER), "stdio"]}
+
+
+@pytest.fixture(scope="session")
+def kernel_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalGateway]:
+    """One real Jupyter Kernel Gateway (loopback, token) for the session; at the end it must run no
+    kernel and leave no process behind."""
+    require(
+        kernelgateway_available(),
+        "jupyter-kernel-gateway and websockets are not installed (pip install 'ipybox[gateway]')",
+    )
+    gateway = start_local_gateway(tmp_path_factory.mktemp("kernel-gateway"))
+    try:
+        yield gateway
+        leftover = gateway.kernels()
+    finally:
+        survivors = gateway.stop()
+    assert leftover == [], f"kernels left running on the gateway: {leftover}"
+    assert survivors == set(), f"kernel processes survived the gateway: {survivors}"

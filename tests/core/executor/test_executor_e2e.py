@@ -28,10 +28,17 @@ from ipybox_core import (
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CodeExecutor]:
+@pytest_asyncio.fixture(loop_scope="module", scope="module", params=["local", "gateway"])
+async def executor(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[CodeExecutor]:
+    """The same executor cases with a local kernel and with a kernel on a real Jupyter Kernel Gateway."""
     workspace = tmp_path_factory.mktemp("ws")
-    async with CodeExecutor(workspace=workspace, timeout=60) as ex:
+    gateway: dict[str, Any] = {}
+    if request.param == "gateway":
+        kernel_gateway = request.getfixturevalue("kernel_gateway")
+        gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
+    async with CodeExecutor(workspace=workspace, timeout=60, **gateway) as ex:
         server = {**STDIO_SERVER, "env": {**STDIO_SERVER["env"], "TEST_SECRET": "s3cret-value"}}
         await ex.register_mcp_server("test", server)
         yield ex

@@ -1,5 +1,8 @@
-"""The executor's core cases with kernels on a real Jupyter Kernel Gateway: approvals stay in this
-process, the tool server is reached over TCP, the generated API is shipped into the kernel."""
+"""What is particular to kernels on a real Jupyter Kernel Gateway: the tool server is reached over
+TCP, the generated API is shipped into the kernel, deaths and restarts go through the gateway.
+
+The executor's core cases run against the gateway too: ``tests/core/executor/test_executor_e2e.py``
+parametrizes its executor over both backends."""
 
 from __future__ import annotations
 
@@ -13,19 +16,17 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from gateway_kit import LocalGateway
 
 from core.executor.executor_kit import STDIO_SERVER, run
 from ipybox_core import (
     ApprovalRequest,
     CodeExecutor,
     ConfigError,
-    ExecutionTimeout,
     KernelDied,
-    OutputChunk,
 )
 from ipybox_core.kernel.gateway import GatewayKernel
 from prerequisites import require
+from servers.gateway import LocalGateway
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -62,137 +63,6 @@ async def test_the_kernel_runs_on_the_gateway_and_calls_back_over_tcp(
     address, package_file = done.text.split()
     assert address.startswith("http://127.0.0.1:")
     assert kernel.remote_root is not None and package_file.startswith(kernel.remote_root)
-
-
-async def test_approved_calls_return_typed_results(executor: CodeExecutor) -> None:
-    code = (
-        "from mcptools.test import add, stats, echo\n"
-        "print(add(a=1, b=2), stats(values=[1, 2, 3]).mean, echo(message='hi'))\n"
-    )
-    done = await run(executor, code)
-    assert done.result.error is None, done.result.error
-    assert [r.name for r in done.requests] == ["test.add", "test.stats", "test.echo"]
-    assert done.text.strip() == "3 2.0 hi"
-
-
-async def test_rejections_are_permission_errors_with_clean_tracebacks(executor: CodeExecutor) -> None:
-    code = (
-        "from mcptools.test import add\n"
-        "try:\n"
-        "    add(a=1, b=1)\n"
-        "except PermissionError as e:\n"
-        "    print('rejected:', e)\n"
-        "add(a=2, b=2)\n"
-    )
-
-    async def reject(request: ApprovalRequest) -> None:
-        await request.reject("not today")
-
-    done = await run(executor, code, reject)
-    assert "rejected: test.add was rejected: not today" in done.text
-    error = done.result.error
-    assert error is not None and error.ename == "PermissionError"
-    assert "add(a=2, b=2)" in error.traceback
-    assert "ipybox_core" not in error.traceback and "mcptools/test" not in error.traceback
-
-
-async def test_tool_error_reaches_the_code_as_tool_error(executor: CodeExecutor) -> None:
-    code = (
-        "from mcptools.test import fail\n"
-        "from ipybox_core.runtime import ToolError\n"
-        "try:\n"
-        "    fail(kind='tool_error')\n"
-        "except ToolError as e:\n"
-        "    print('tool error:', e)\n"
-    )
-    done = await run(executor, code)
-    assert "tool error:" in done.text and "the widget is broken" in done.text
-
-
-async def test_parallel_calls_from_threads_wait_for_approval_together(executor: CodeExecutor) -> None:
-    code = (
-        "from concurrent.futures import ThreadPoolExecutor\n"
-        "from mcptools.test import add\n"
-        "with ThreadPoolExecutor(4) as pool:\n"
-        "    print(sorted(pool.map(lambda i: add(a=i, b=100), range(4))))\n"
-    )
-    held: list[ApprovalRequest] = []
-    seen_pending: list[int] = []
-
-    async def hold_until_four(request: ApprovalRequest) -> None:
-        held.append(request)
-        if len(held) == 4:
-            seen_pending.append(sum(r.pending for r in held))
-            for r in held:
-                await r.accept()
-
-    done = await run(executor, code, hold_until_four)
-    assert seen_pending == [4]
-    assert "[100, 101, 102, 103]" in done.text
-
-
-async def test_timeout_keeps_state_and_approval_time_does_not_count(executor: CodeExecutor) -> None:
-    await run(executor, "kept = 'yes'")
-    with pytest.raises(ExecutionTimeout):
-        await run(executor, "while True:\n    pass", timeout=1)
-
-    async def slow_human(request: ApprovalRequest) -> None:
-        await asyncio.sleep(1.5)
-        await request.accept()
-
-    done = await run(
-        executor, "from mcptools.test import add\nprint(kept, add(a=1, b=1))", slow_human, timeout=1
-    )
-    assert done.text.strip() == "yes 2"
-
-
-async def test_output_streams_as_chunks_before_the_result(executor: CodeExecutor) -> None:
-    done = await run(
-        executor, "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.05)"
-    )
-    assert "".join(c.text for c in done.chunks) == "0\n1\n2\n"
-    assert all(isinstance(c, OutputChunk) for c in done.chunks)
-
-
-async def test_images_from_tools_and_plots(executor: CodeExecutor) -> None:
-    code = (
-        "from mcptools.test import image\n"
-        "img = image(width=2, height=2, colour='blue')\n"
-        "display(img)\n"
-        "import matplotlib.pyplot as plt\n"
-        "plt.plot([1, 2, 3]); plt.show()\n"
-    )
-    done = await run(executor, code)
-    assert len(done.result.images) == 2
-    assert all(image.startswith(b"\x89PNG") for image in done.result.images)
-
-
-async def test_secrets_and_host_environment_stay_out_of_the_kernel(executor: CodeExecutor) -> None:
-    code = (
-        "import os\n"
-        "from mcptools.test import env_var\n"
-        "print(env_var(name='TEST_SECRET'), os.environ.get('TEST_SECRET'), 'PYTEST_CURRENT_TEST' in os.environ)\n"
-    )
-    done = await run(executor, code)
-    assert done.text.strip() == "s3cret-value None False"
-
-
-async def test_wrong_token_is_refused_from_kernel_code(executor: CodeExecutor) -> None:
-    code = (
-        "import os\n"
-        "from mcptools.test import add\n"
-        "real = os.environ['IPYBOX_TOOL_TOKEN']\n"
-        "os.environ['IPYBOX_TOOL_TOKEN'] = 'forged'\n"
-        "try:\n"
-        "    add(a=1, b=2)\n"
-        "except PermissionError as e:\n"
-        "    print('refused:', e)\n"
-        "finally:\n"
-        "    os.environ['IPYBOX_TOOL_TOKEN'] = real\n"
-    )
-    done = await run(executor, code)
-    assert "refused: the ipybox tool server refused the call: invalid token" in done.text
-    assert done.requests == []
 
 
 async def test_death_while_a_call_waits_then_reset_keeps_the_api(
@@ -282,16 +152,3 @@ async def test_sandbox_with_a_gateway_is_refused_clearly(tmp_path: Path) -> None
         CodeExecutor(workspace=tmp_path, sandbox=True, kernel_gateway="http://127.0.0.1:9")
     with pytest.raises(ConfigError, match="http"):
         CodeExecutor(workspace=tmp_path, kernel_gateway="127.0.0.1:8888")
-
-
-async def test_output_printed_before_a_call_precedes_its_approval_request(executor: CodeExecutor) -> None:
-    code = "from mcptools.test import add\nfor i in range(5):\n    print('line', i)\n    add(a=i, b=0)\n"
-    order: list[str] = []
-    async with executor.stream(code) as execution:
-        async for event in execution:
-            if isinstance(event, ApprovalRequest):
-                order.append(f"ask {event.args['a']}")
-                await event.accept()
-            elif isinstance(event, OutputChunk):
-                order.extend(line for line in event.text.splitlines())
-    assert order == [entry for i in range(5) for entry in (f"line {i}", f"ask {i}")]

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from gateway_kit import LocalGateway
 
 from ipybox_core.errors import (
     ConfigError,
@@ -34,6 +33,7 @@ from ipybox_core.kernel import (
 )
 from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
+from servers.gateway import LocalGateway
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
