@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_kit import DOCS, EXAMPLES, run_example, run_in_terminal
 
+from example_runner import DOCS, EXAMPLES, run_example, run_in_terminal
 from prerequisites import require
 
 pytestmark = pytest.mark.slow

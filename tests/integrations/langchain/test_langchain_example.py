@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-EXAMPLE = Path(__file__).parents[3] / "examples" / "langchain_agent.py"
+from example_runner import run_example
 
 
 def test_offline_example_approves_an_order_placed_by_agent_code() -> None:
-    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--offline", "--yes"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    out = run.stdout
+    out = run_example("langchain_agent.py", "--offline", "--yes").stdout
     assert "(--yes: approving every call automatically)" in out
     assert "cheapest book: Structure and Interpretation of Computer Programs (44.16 EUR)" in out
     # read-only calls ran without a question; the order was an interrupt, approved, then carried out

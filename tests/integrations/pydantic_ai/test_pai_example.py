@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from example_runner import run_example
 
-EXAMPLE = Path(__file__).parents[3] / "examples" / "pydantic_ai_agent.py"
 APPROVALS = [
     "approve shop.list_products(category='books') (read-only)? [y/N] y (auto)",
     "approve shop.exchange_rate(currency='EUR') (read-only)? [y/N] y (auto)",
@@ -17,16 +13,7 @@ ORDERED = "ordered 'Structure and Interpretation of Computer Programs': ord-1001
 
 
 def test_example_runs_offline_with_approvals_in_the_terminal() -> None:
-    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--offline", "--yes"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_example("pydantic_ai_agent.py", "--offline", "--yes")
     lines = done.stdout.splitlines()
     assert [line.strip() for line in lines if "approve " in line] == APPROVALS
     assert "  | Structure and Interpretation of Computer Programs: 44.16 EUR" in lines

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "examples"
 DOCS = ROOT / "docs"
 KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "IPYBOX_MODEL")
