@@ -169,3 +169,14 @@ def _same_process(stat: _ProcStat) -> bool:
     """Whether ``stat.pid`` still names the process seen earlier (pids get reused)."""
     current = _read_stat(stat.pid)
     return current is not None and current.start_time == stat.start_time
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (also when it belongs to another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

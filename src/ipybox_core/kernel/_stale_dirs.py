@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from ipybox_core.kernel._process import pid_exists
+
 OWNER_FILE = ".ipybox-owner"
 _swept: set[Path] = set()
 
@@ -26,12 +28,8 @@ def _process_start(pid: int) -> str | None:
 
 
 def _owner_alive(pid: int, start: str) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     current = _process_start(pid)
     return current is None or start in ("", current)
 

@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipybox_core.kernel._process import pid_exists
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SELF_CGROUP = Path("/proc/self/cgroup")
 _PREFIX = "ipybox-"
@@ -170,7 +172,7 @@ def _collect_stale(parent: Path) -> None:
             runtime_dir = _created.get(child)
             if runtime_dir is None or runtime_dir.exists():
                 continue
-        elif _alive(int(owner)):
+        elif pid_exists(int(owner)):
             continue
         if _empty(child):
             _remove(child)
@@ -181,16 +183,6 @@ def _empty(cgroup: Path) -> bool:
         return not (cgroup / "cgroup.procs").read_text().strip()
     except OSError:
         return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @atexit.register
