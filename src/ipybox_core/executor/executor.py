@@ -29,6 +29,7 @@ from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
+from ipybox_core.toolserver import ToolServer
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -128,7 +129,7 @@ class CodeExecutor:
         self._reset_cwd = reset_cwd
         self._servers: dict[str, RegisteredServer] = {}
         self._kernel: KernelBackend | None = None
-        self._toolserver: Any = None
+        self._toolserver: ToolServer | None = None
         self._runtime_dir: Path | None = None
         self._execution: Execution | None = None
         self._stale_modules: set[str] = set()  # generated modules the kernel must forget
@@ -154,8 +155,6 @@ class CodeExecutor:
                 else RuntimeError("the executor is already started")
             )
         self._state = "starting"
-        from ipybox_core.toolserver import ToolServer
-
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
@@ -312,21 +311,24 @@ class CodeExecutor:
             return dict(load_mcp_config(Path(servers), environ=self._mcp_env))
         return dict(servers)
 
-    def _kernel_config(self) -> KernelConfig:
-        assert self._runtime_dir is not None
+    def _kernel_environment(self) -> dict[str, str]:
+        """``kernel_env`` plus where and how the kernel's code reaches the (started) tool server."""
         assert self._toolserver is not None
-        env = {
+        return {
             **self._kernel_env,
             "IPYBOX_TOOL_SERVER": self._toolserver.address,
             "IPYBOX_TOOL_TOKEN": self._toolserver.token,
         }
+
+    def _kernel_config(self) -> KernelConfig:
+        assert self._runtime_dir is not None
         launcher = None
         if self.sandbox is not None:
             socket_path = self._runtime_dir / "tools.sock"
             launcher = sandbox_launcher(self.sandbox, workspace=self.workspace, sockets=[socket_path])
         return KernelConfig(
             cwd=self.workspace,
-            env=env,
+            env=self._kernel_environment(),
             python_path=[self.api_root.parent],
             hidden_frame_paths=[self.api_root],
             launcher=launcher,
@@ -353,11 +355,7 @@ class CodeExecutor:
             except OSError as exc:
                 raise ConfigError(f"cannot read tool_server_ca {gateway.tool_server_ca}: {exc}") from None
         config = KernelConfig(
-            env={
-                **self._kernel_env,
-                "IPYBOX_TOOL_SERVER": self._toolserver.address,
-                "IPYBOX_TOOL_TOKEN": self._toolserver.token,
-            },
+            env=self._kernel_environment(),
             shell_approval=self._approve_shell,
             output_limit=self._output_limit,
             reset_cwd=self._reset_cwd,
