@@ -1,6 +1,6 @@
 """Kernels on a Jupyter Kernel Gateway: approvals, MCP connections and credentials stay here.
 
-    pip install 'ipybox[gateway]'
+    pip install -e '.[gateway]'    # in the ipybox checkout
     python examples/gateway.py
 
 Starts a local Jupyter Kernel Gateway (loopback, with a token) as a stand-in for a remote Kernel or
@@ -102,7 +102,7 @@ def start_local_gateway(directory: Path) -> tuple[subprocess.Popen[bytes], str, 
 def main() -> int:
     print(f"a remote deployment would use: {remote_config().url}")
     if any(importlib.util.find_spec(name) is None for name in ("kernel_gateway", "websockets")):
-        print("the gateway extra is not installed: pip install 'ipybox[gateway]'")
+        print("the gateway extra is not installed: pip install -e '.[gateway]'")
         return 0
     with tempfile.TemporaryDirectory(prefix="ipybox-gateway-") as tmp:
         process, url, token = start_local_gateway(Path(tmp))

@@ -4,10 +4,11 @@
     python examples/langchain_agent.py --offline   # scripted model, no network, no key
     python examples/langchain_agent.py --yes       # approve every call automatically
 
-Needs ``pip install 'ipybox[langchain]' langchain-openai``. The agent's code runs in an IPython
-kernel and calls the bundled demo shop MCP server through its generated Python API. Read-only tools
-run freely; every other call (``shop.place_order``) stops the agent with a LangGraph interrupt
-shaped like ``HumanInTheLoopMiddleware``'s, and the answer resumes the waiting code.
+Needs ``pip install -e '.[langchain]' langchain-openai`` (in the ipybox checkout). The agent's code
+runs in an IPython kernel and calls the bundled demo shop MCP server through its generated Python
+API. Read-only tools run freely; every other call (``shop.place_order``) stops the agent with a
+LangGraph interrupt shaped like ``HumanInTheLoopMiddleware``'s, and the answer resumes the waiting
+code.
 """
 
 from __future__ import annotations

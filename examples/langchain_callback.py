@@ -2,9 +2,9 @@
 
     python examples/langchain_callback.py
 
-Needs ``pip install 'ipybox[langchain]'``. No model and no key: the tool is invoked directly with a
-tool call, as a hand-built graph or a test would. The callback gets the same ``HITLRequest`` that a
-LangGraph interrupt would carry and returns a ``HITLResponse``.
+Needs ``pip install -e '.[langchain]'`` (in the ipybox checkout). No model and no key: the tool is
+invoked directly with a tool call, as a hand-built graph or a test would. The callback gets the
+same ``HITLRequest`` that a LangGraph interrupt would carry and returns a ``HITLResponse``.
 """
 
 from __future__ import annotations

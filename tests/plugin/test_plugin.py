@@ -78,7 +78,10 @@ def test_the_mcp_entry_runs_ipybox_mcp_with_uvx() -> None:
     entry = servers["ipybox"]
     assert set(entry) <= {"command", "args", "env", "cwd"}
     assert entry["command"] == "uvx"
-    assert entry["args"][:2] == ["ipybox", "mcp"]
+    # ``uvx --from <this checkout>``: the index's ``ipybox`` is another, older project.
+    assert entry["args"][:4] == ["--from", "${CLAUDE_PLUGIN_ROOT}/..", "ipybox", "mcp"]
+    checkout = (PLUGIN / entry["args"][1].removeprefix("${CLAUDE_PLUGIN_ROOT}/")).resolve()
+    assert 'name = "ipybox"' in (checkout / "pyproject.toml").read_text()
     assert all(isinstance(arg, str) for arg in entry["args"])
 
 
@@ -95,11 +98,13 @@ def test_skills() -> None:
 
 
 async def test_the_named_command_starts_the_server(tmp_path: Path) -> None:
-    """``uvx ipybox ARGS`` runs the ``ipybox`` console script of the package: run the installed one."""
+    """``uvx --from CHECKOUT ipybox ARGS`` runs the checkout's ``ipybox`` console script: run the installed one."""
     entry = mcp_servers()["ipybox"]
     script = Path(sys.executable).parent / "ipybox"
     assert script.is_file(), "the ipybox console script is not installed"
-    params = StdioServerParameters(command=str(script), args=entry["args"][1:], cwd=tmp_path)
+    params = StdioServerParameters(
+        command=str(script), args=entry["args"][entry["args"].index("ipybox") + 1 :], cwd=tmp_path
+    )
     async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
         assert client.session.server_info is not None and client.session.server_info.name == "ipybox"
         tools = {tool.name for tool in (await client.list_tools()).tools}

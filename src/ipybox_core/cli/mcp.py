@@ -24,7 +24,7 @@ EPILOG = """\
 examples:
   ipybox mcp --workspace . --config mcp.json
   ipybox mcp --sandbox --transport streamable-http --port 8765
-  claude mcp add ipybox -- uvx ipybox mcp --workspace .
+  claude mcp add ipybox -- uvx --from /path/to/ipybox-checkout ipybox mcp --workspace .
 """
 
 

@@ -4,7 +4,7 @@ The agent gets one tool, ``execute_code``. Every MCP call its code makes becomes
 ``interrupt()`` shaped exactly like ``HumanInTheLoopMiddleware``'s (a ``HITLRequest`` with one action
 named ``server.tool``), resumed with ``Command(resume={"decisions": [...]})``; the suspended kernel
 execution continues where it stopped. Outside a graph an async ``approval_callback`` answers instead.
-Needs ``pip install 'ipybox[langchain]'``.
+Needs ipybox's ``langchain`` extra (in an ipybox checkout: ``pip install -e '.[langchain]'``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ try:
 except ImportError as _missing:
     raise ImportError(
         "ipybox_integrations.langchain needs LangChain and LangGraph, which are not installed: "
-        "pip install 'ipybox[langchain]'"
+        "install ipybox's langchain extra (in an ipybox checkout: pip install -e '.[langchain]')"
     ) from _missing
 
 from ipybox_integrations._session import prompt_section

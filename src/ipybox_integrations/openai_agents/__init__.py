@@ -14,7 +14,7 @@ while result.interruptions:
     result = await Runner.run(agent, state)
 ```
 
-Requires ``pip install ipybox[openai-agents]``.
+Needs ipybox's ``openai-agents`` extra (in an ipybox checkout: ``pip install -e '.[openai-agents]'``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ try:
     import agents as _agents  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised by simulating the missing package
     raise ImportError(
-        "ipybox_integrations.openai_agents needs the OpenAI Agents SDK: pip install 'ipybox[openai-agents]'"
+        "ipybox_integrations.openai_agents needs the OpenAI Agents SDK, which is not installed: install "
+        "ipybox's openai-agents extra (in an ipybox checkout: pip install -e '.[openai-agents]')"
     ) from error
 
 from ipybox_integrations.openai_agents._driver import EventHook

@@ -10,15 +10,15 @@ agent = Agent("openai:gpt-5", capabilities=[code_action], output_type=[str, Defe
 
 Every MCP call of the code goes through PydanticAI's approvals: inline through a handler
 capability, or as ``DeferredToolRequests`` answered with :func:`approval_results`.
-Needs ``pip install 'ipybox[pydantic-ai]'``.
+Needs ipybox's ``pydantic-ai`` extra (in an ipybox checkout: ``pip install -e '.[pydantic-ai]'``).
 """
 
 try:
     import pydantic_ai as _pydantic_ai  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised by a test that hides the package
     raise ImportError(
-        "ipybox_integrations.pydantic_ai needs PydanticAI, which is not installed: "
-        "pip install 'ipybox[pydantic-ai]'"
+        "ipybox_integrations.pydantic_ai needs PydanticAI, which is not installed: install ipybox's "
+        "pydantic-ai extra (in an ipybox checkout: pip install -e '.[pydantic-ai]')"
     ) from error
 
 from ipybox_integrations.pydantic_ai.approvals import (

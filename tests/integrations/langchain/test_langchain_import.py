@@ -14,7 +14,7 @@ def test_missing_framework_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch
         if name.startswith("ipybox_integrations.langchain"):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, missing, None)  # `import missing.x` now fails like an absent package
-    with pytest.raises(ImportError, match=r"pip install 'ipybox\[langchain\]'"):
+    with pytest.raises(ImportError, match=r"in an ipybox checkout: pip install -e '\.\[langchain\]'"):
         importlib.import_module("ipybox_integrations.langchain")
     assert "ipybox_integrations.langchain" not in sys.modules
 

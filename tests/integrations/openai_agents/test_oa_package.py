@@ -24,5 +24,5 @@ def test_missing_sdk_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> N
     ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "agents", None)  # what an uninstalled package looks like to import
-    with pytest.raises(ImportError, match=r"pip install 'ipybox\[openai-agents\]'"):
+    with pytest.raises(ImportError, match=r"in an ipybox checkout: pip install -e '\.\[openai-agents\]'"):
         importlib.import_module("ipybox_integrations.openai_agents")

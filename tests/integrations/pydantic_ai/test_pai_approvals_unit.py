@@ -106,5 +106,5 @@ def test_missing_pydantic_ai_gives_an_install_hint(monkeypatch: pytest.MonkeyPat
         if name == "ipybox_integrations.pydantic_ai" or name.startswith("ipybox_integrations.pydantic_ai."):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # makes `import pydantic_ai` fail
-    with pytest.raises(ImportError, match=r"pip install 'ipybox\[pydantic-ai\]'"):
+    with pytest.raises(ImportError, match=r"in an ipybox checkout: pip install -e '\.\[pydantic-ai\]'"):
         importlib.import_module("ipybox_integrations.pydantic_ai")
