@@ -15,14 +15,23 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
 from ipybox_core import runtime
 
-__all__ = ["Args", "Model", "ResultValidationWarning", "is_none", "tool"]
+__all__ = ["Args", "Model", "ResultValidationWarning", "is_none", "tool", "unique_items"]
 
 
-class Model(BaseModel):
+class _ModelType(type(BaseModel)):  # type: ignore[misc]
+    """``help(Model)`` shows the model's docstring (its fields), not pydantic's methods: pydoc
+    documents what ``dir(Model)`` lists, and that is the fields (``dir(model)`` is unchanged)."""
+
+    def __dir__(cls) -> list[str]:
+        return list(cls.model_fields)
+
+
+class Model(BaseModel, metaclass=_ModelType):
     """Base of the generated models: fields by Python name or wire name, unknown keys kept."""
 
     model_config = ConfigDict(
@@ -31,8 +40,37 @@ class Model(BaseModel):
         validate_by_alias=True,
         from_attributes=True,
         protected_namespaces=(),
+        regex_engine="python-re",
         defer_build=True,
     )
+
+    def __str__(self) -> str:
+        """The model as indented JSON (``print(model)``); ``model.model_dump()`` is a dict."""
+        data = self.model_dump(mode="json", warnings=False)
+        return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+    def __getitem__(self, key: str) -> Any:
+        """``model["key"]``: a field by Python name or by its name in the JSON, or an extra key."""
+        name = self._field_name(key)
+        if name is not None:
+            return getattr(self, name)
+        extra = self.__pydantic_extra__ or {}
+        if isinstance(key, str) and key in extra:
+            return extra[key]
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        """``"key" in model``: whether ``model["key"]`` has a value."""
+        return isinstance(key, str) and (
+            self._field_name(key) is not None or key in (self.__pydantic_extra__ or {})
+        )
+
+    @classmethod
+    def _field_name(cls, key: object) -> str | None:
+        fields = cls.model_fields
+        if key in fields:
+            return str(key)
+        return next((name for name, info in fields.items() if info.alias == key), None)
 
 
 class Args(BaseModel):
@@ -43,6 +81,7 @@ class Args(BaseModel):
         validate_by_name=False,
         validate_by_alias=True,
         protected_namespaces=(),
+        regex_engine="python-re",
         defer_build=True,
     )
 
@@ -54,6 +93,21 @@ class ResultValidationWarning(UserWarning):
 def is_none(value: object) -> bool:
     """``exclude_if`` predicate: an explicit ``None`` for a non-nullable property is not sent."""
     return value is None
+
+
+def _check_unique(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        seen: set[str] = set()
+        for item in value:
+            key = json.dumps(to_jsonable_python(item, by_alias=True), sort_keys=True, default=str)
+            if key in seen:
+                raise ValueError(f"items must be unique; {key[:80]} occurs more than once")
+            seen.add(key)
+    return value
+
+
+unique_items = AfterValidator(_check_unique)
+"""``Annotated[list[...], unique_items]``: JSON Schema's ``uniqueItems``."""
 
 
 class _Shown(str):

@@ -226,7 +226,7 @@ def _model_source(model: ModelDef, defined: Callable[[ModelDef], bool]) -> str:
         "_base.Model",
         model.fields,
         args=False,
-        description=model.description,
+        description=model_doc(model),
         config=config,
         extra_type=model.extra_type,
     )
@@ -240,7 +240,7 @@ def _param_doc(field: FieldDef) -> str:
         shown = py_literal(field.default)
         if len(shown) > MAX_SHOWN_DEFAULT:
             notes.append(f"default: {shown}")
-    notes.extend(f"{_CONSTRAINT_TEXT[name]} {py_literal(value)}" for name, value in field.constraints)
+    notes.extend(_constraint_notes(field))
     shown_type = render(field.type, compact=True)
     full_type = render(field.type, compact=False)
     if shown_type != full_type:
@@ -249,6 +249,10 @@ def _param_doc(field: FieldDef) -> str:
     if notes:
         text = f"{text} ({'; '.join(notes)})" if text else f"({'; '.join(notes)})"
     return f"{field.kwarg}: {text}" if text else ""
+
+
+def _constraint_notes(field: FieldDef) -> list[str]:
+    return [f"{_CONSTRAINT_TEXT[name]} {py_literal(value)}" for name, value in field.constraints]
 
 
 _CONSTRAINT_TEXT = {
@@ -272,14 +276,59 @@ def _result_doc(shape: ToolShape) -> list[str]:
         model = shape.result.model
         if model.description:
             lines[0] += f": {summary(model.description)}"
-        for field in model.fields[:MAX_DOC_FIELDS]:
-            text = f"    {field.attr} ({render(_python_type(field), compact=True)})"
-            if field.description:
-                text += f": {one_line(field.description)}"
-            lines.append(text)
-        if len(model.fields) > MAX_DOC_FIELDS:
-            lines.append(f"    ... {len(model.fields) - MAX_DOC_FIELDS} more fields: help({model.name})")
+        lines.extend("    " + line for line in _field_lines(model))
     return lines
+
+
+def _field_lines(model: ModelDef) -> list[str]:
+    """``name (type = default): description (notes)``, one line per field."""
+    lines = []
+    for field in model.fields[:MAX_DOC_FIELDS]:
+        default = _shown_default(field)
+        text = f"{field.attr} ({render(_python_type(field), compact=True)}"
+        text += ")" if default is None else f" = {default})"
+        notes = ([f"{field.wire!r} in the JSON"] if field.wire != field.attr else []) + _constraint_notes(
+            field
+        )
+        described = one_line(field.description)
+        if described or notes:
+            text += ": " + " ".join([described, f"({'; '.join(notes)})" if notes else ""]).strip()
+        lines.append(text)
+    if len(model.fields) > MAX_DOC_FIELDS:
+        lines.append(f"... {len(model.fields) - MAX_DOC_FIELDS} more fields: help({model.name})")
+    return lines
+
+
+def model_doc(model: ModelDef) -> str:
+    """A model's docstring: its description and one line per field (what ``help(Model)`` shows)."""
+    parts = [model.description.strip()] if model.description.strip() else []
+    fields = _field_lines(model)
+    if fields:
+        parts.append("Fields:\n" + "\n".join("    " + line for line in fields))
+    extra = "no other keys" if model.extra == "forbid" else "other keys are kept"
+    if model.extra_type is not None:
+        extra = f"other keys: {render(model.extra_type, compact=True)}"
+    parts.append(
+        f'A pydantic model ({extra}): model.field or model["field"]; print(model) shows it as JSON;\n'
+        "model.model_dump() is a dict. A dict works wherever this model is expected."
+    )
+    return "\n\n".join(parts)
+
+
+def package_doc(header: str, tools: list[tuple[str, str]], model_lines: list[str]) -> str:
+    """The docstring of a server's package: each tool's signature and summary, each model in one line.
+
+    ``tools``: (``def`` line, summary) pairs.
+    """
+    lines = [header, "", "Tools (keyword arguments only; help(<function>) shows one in full):"]
+    for signature_line, text in tools:
+        lines.append("    " + signature_line.removeprefix("def "))
+        if text:
+            lines.append("        " + text)
+    if model_lines:
+        lines += ["", "Models (help(<Model>) shows one; a dict works wherever a model is expected):"]
+        lines.extend("    " + line for line in model_lines)
+    return "\n".join(lines)
 
 
 def function_doc(description: str, shape: ToolShape) -> str:

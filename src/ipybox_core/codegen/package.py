@@ -11,7 +11,13 @@ from typing import Any
 from ipybox_core.codegen._assign import assign_shape, attribute_reserved, function_names, model_names
 from ipybox_core.codegen._ir import ToolShape
 from ipybox_core.codegen._names import NameScope, file_module_name, module_name
-from ipybox_core.codegen._render import model_line, models_in_order, module_source, ordered_params
+from ipybox_core.codegen._render import (
+    model_line,
+    models_in_order,
+    module_source,
+    ordered_params,
+    package_doc,
+)
 from ipybox_core.codegen._schema import degraded_shape, tool_shape
 from ipybox_core.codegen._source import docstring, scrub, summary
 from ipybox_core.codegen._writer import MARKER, remove_package, write_package
@@ -170,7 +176,7 @@ def build_package_files(
                 models.setdefault(
                     model.name, GeneratedModel(model.name, model_line(model), model.description)
                 )
-    files["__init__.py"] = _init_source(server, generated, exports)
+    files["__init__.py"] = _init_source(server, generated, exports, [m.line for m in models.values()])
     return files, generated, models
 
 
@@ -274,10 +280,10 @@ def _check(source: str, tool: str, server: str) -> None:
         ) from error
 
 
-def _init_source(server: str, tools: list[GeneratedTool], exports: dict[str, str]) -> str:
-    listing = "\n".join(f"    {t.function}: {t.summary}" if t.summary else f"    {t.function}" for t in tools)
-    doc = f"MCP server {server!r} {MARKER}.\n\nTools (help(<tool>) shows the full description):\n{listing}\n"
-    names = sorted(exports, key=lambda name: (name not in {t.function for t in tools}, name))
+def _init_source(server: str, tools: list[GeneratedTool], exports: dict[str, str], models: list[str]) -> str:
+    # __all__ names the functions only: pydoc documents every name in it (models: help(<Model>))
+    doc = package_doc(f"MCP server {server!r} {MARKER}.", [(t.signature, t.summary) for t in tools], models)
+    names = [t.function for t in tools]
     tool_map: dict[str, Any] = {t.function: t.tool for t in tools}
     return f'''{docstring(doc, "")}
 
