@@ -11,6 +11,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import DELIM, Session
 
+from ipybox_core.kernel._ipc_paths import PinnedSockets
 from ipybox_core.kernel._launch import ConnectionInfo
 
 Message = dict[str, Any]
@@ -21,15 +22,30 @@ logger = logging.getLogger(__name__)
 _RECONNECT_IVL_MS = 10
 
 
-class KernelChannels:
-    """The client side of a kernel's shell, iopub and control sockets."""
+CHANNELS = ("shell", "iopub", "control")
+"""The kernel sockets ipybox talks to (stdin and heartbeat are not used)."""
 
-    def __init__(self, connection: ConnectionInfo) -> None:
+
+class KernelChannels:
+    """The client side of a kernel's shell, iopub and control sockets.
+
+    With ``pinned`` (descriptors of the sockets, see :mod:`._ipc_paths`) the channels connect
+    through those descriptors rather than by path; they own and close them.
+    """
+
+    def __init__(self, connection: ConnectionInfo, pinned: PinnedSockets | None = None) -> None:
         self.session = Session(key=connection.key.encode(), signature_scheme="hmac-sha256")
+        self._pinned = pinned
+
+        def address(channel: str) -> str:
+            if pinned is None:
+                return connection.address(channel)
+            return pinned.address(connection.socket_path(channel))
+
         context = zmq.asyncio.Context.instance()
-        self.shell = self._connect(context, zmq.DEALER, connection.address("shell"))
-        self.iopub = self._connect(context, zmq.SUB, connection.address("iopub"))
-        self.control = self._connect(context, zmq.DEALER, connection.address("control"))
+        self.shell = self._connect(context, zmq.DEALER, address("shell"))
+        self.iopub = self._connect(context, zmq.SUB, address("iopub"))
+        self.control = self._connect(context, zmq.DEALER, address("control"))
         self._timeouts: dict[zmq.asyncio.Socket, int] = {}
         self.closed = False
 
@@ -90,3 +106,5 @@ class KernelChannels:
         self.closed = True
         for socket in (self.shell, self.iopub, self.control):
             socket.close(linger=0)
+        if self._pinned is not None:
+            self._pinned.close()

@@ -32,8 +32,14 @@ _PRIVATE_DIR_PREFIX = "ipybox-"
 
 @dataclass(frozen=True)
 class KernelFiles:
-    """The files one kernel keeps in its runtime directory; names are unique to the kernel so that
-    several kernels (and the tool server's socket) can share a directory."""
+    """What one kernel keeps in its runtime directory; names are unique to the kernel so that
+    several kernels (and the tool server's socket) can share a directory.
+
+    The runtime directory is the host's: a sandbox never gets it writable. Each kernel process
+    binds its ipc sockets in a directory of its own (:meth:`ipc_dir`), the only runtime path a
+    sandbox makes writable; the host never reads or follows anything in it by name (see
+    :mod:`ipybox_core.kernel._ipc_paths`).
+    """
 
     runtime_dir: Path
     owns_dir: bool
@@ -44,22 +50,33 @@ class KernelFiles:
     def connection_file(self) -> Path:
         return self.runtime_dir / f"{self.name}.json"
 
-    def socket_base(self, generation: int) -> str:
-        """Each kernel process gets sockets of its own: channels to a replaced process must never
-        reconnect to its successor."""
-        return str(self.runtime_dir / f"{self.name}.{generation}")
+    def ipc_dir(self, generation: int) -> Path:
+        """Where the ``generation``-th kernel process binds its sockets: each process gets a fresh
+        directory, so channels to a replaced process never reconnect to its successor."""
+        return self.runtime_dir / f"{self.name}.{generation}"
 
-    @property
-    def log(self) -> Path:
-        return self.runtime_dir / f"{self.name}.log"
+    def socket_base(self, generation: int) -> str:
+        return str(self.ipc_dir(generation) / "k")
+
+    def ipython_dir(self, generation: int) -> Path:
+        """IPYTHONDIR of an unsandboxed kernel process: fresh for each process (a sandbox gives the
+        kernel one in its own private /tmp instead)."""
+        return self.runtime_dir / f"{self.name}.{generation}.ipython"
 
     @property
     def bootstrap(self) -> Path:
         return self.runtime_dir / f"{self.name}_bootstrap.py"
 
-    @property
-    def ipython_dir(self) -> Path:
-        return self.runtime_dir / f"{self.name}_ipython"
+    def remove_process_files(self, generation: int) -> None:
+        """Delete what one kernel process used: its socket and IPython directories."""
+        for path in (self.ipc_dir(generation), self.ipython_dir(generation)):
+            shutil.rmtree(path, ignore_errors=True)  # fd-based: never follows links planted inside
+
+    def remove_start_files(self) -> None:
+        """Delete the connection and bootstrap files once the kernel has read them."""
+        for path in (self.connection_file, self.bootstrap):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def remove(self) -> None:
         """Delete the directory if the kernel created it, else only the kernel's own files."""
@@ -85,8 +102,8 @@ class ConnectionInfo:
     def address(self, channel: str) -> str:
         return f"ipc://{self.ip}-{_CHANNEL_PORTS[channel + '_port']}"
 
-    def sockets(self) -> list[Path]:
-        return [Path(f"{self.ip}-{port}") for port in _CHANNEL_PORTS.values()]
+    def socket_path(self, channel: str) -> Path:
+        return Path(f"{self.ip}-{_CHANNEL_PORTS[channel + '_port']}")
 
 
 def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
@@ -119,7 +136,9 @@ def prepare_runtime_dir(runtime_dir: Path | None) -> KernelFiles:
 
 
 def write_connection_file(files: KernelFiles, generation: int) -> ConnectionInfo:
-    """Write the connection file for the kernel's ``generation``-th process (fresh key, sockets)."""
+    """Write the connection file for the kernel's ``generation``-th process (fresh key, a fresh
+    private socket directory)."""
+    files.ipc_dir(generation).mkdir(mode=0o700)
     ip = files.socket_base(generation)
     info = ConnectionInfo(ip=ip, key=secrets.token_hex(32))
     content = {
@@ -130,7 +149,7 @@ def write_connection_file(files: KernelFiles, generation: int) -> ConnectionInfo
         "signature_scheme": "hmac-sha256",
         "kernel_name": "",
     }
-    fd = os.open(files.connection_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(files.connection_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as file:
         json.dump(content, file)
     return info
@@ -148,7 +167,7 @@ def write_bootstrap(files: KernelFiles, config: KernelConfig, cwd: Path) -> Path
         "output_limit": config.output_limit,
     }
     path = files.bootstrap
-    path.write_text(
+    source = (
         "def __ipybox_bootstrap__():\n"
         "    namespace = {'__name__': 'ipybox_kernel_bootstrap'}\n"
         f"    exec(compile({_BOOTSTRAP_SOURCE.read_text()!r}, {str(path)!r}, 'exec'), namespace)\n"
@@ -156,6 +175,9 @@ def write_bootstrap(files: KernelFiles, config: KernelConfig, cwd: Path) -> Path
         "__ipybox_bootstrap__()\n"
         "del __ipybox_bootstrap__\n"
     )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(source)
     return path
 
 
@@ -177,6 +199,7 @@ def kernel_argv(config: KernelConfig, connection_file: Path, bootstrap: Path) ->
 def kernel_environment(
     config: KernelConfig,
     files: KernelFiles,
+    generation: int,
     *,
     overrides: Mapping[str, str],
     extra_python_path: Sequence[Path],
@@ -191,9 +214,8 @@ def kernel_environment(
     env.update({name: host[name] for name in _HOST_VARIABLES if name in host})
     env.setdefault("LANG", "C.UTF-8")
     env["MPLBACKEND"] = MPL_INLINE_BACKEND
-    env["IPYTHONDIR"] = str(files.ipython_dir)
+    env["IPYTHONDIR"] = str(files.ipython_dir(generation))
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-    env["IPYBOX_RUNTIME_DIR"] = str(files.runtime_dir)
     env.update(config.env)
     env.update(overrides)
     python_path = [str(Path(p).absolute()) for p in (*extra_python_path, *config.python_path)]

@@ -7,9 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+_LOG_TAIL_BYTES = 16384
 
 _PROC = Path("/proc")
 
@@ -23,11 +26,53 @@ class _ProcStat:
     start_time: int
 
 
+class OutputTail:
+    """The last bytes a process wrote to its stdout and stderr, read from a pipe the host holds.
+
+    A thread drains the pipe until every writer has closed it, keeping only the last ``limit``
+    bytes: the kernel can neither redirect its log to a file of the host's choosing nor make the
+    host read more than that.
+    """
+
+    def __init__(self, read_fd: int, limit: int = _LOG_TAIL_BYTES) -> None:
+        self._fd = read_fd
+        self._limit = limit
+        self._data = bytearray()
+        self._total = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name="ipybox-kernel-log", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                with self._lock:
+                    self._total += len(chunk)
+                    self._data += chunk
+                    if len(self._data) > self._limit:
+                        del self._data[: len(self._data) - self._limit]
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)
+
+    def text(self, wait: float = 0.0) -> tuple[str, bool]:
+        """The kept bytes as text, and whether earlier output was dropped.
+
+        ``wait`` gives a just-ended process's last writes that long to arrive.
+        """
+        if wait:
+            self._thread.join(wait)
+        with self._lock:
+            return bytes(self._data).decode("utf-8", "replace"), self._total > len(self._data)
+
+
 class KernelProcess:
     """A launched kernel (or the sandbox wrapper around it), started in a new session.
 
     The process is never reaped before :meth:`kill` ran, so its pid, process group and session ids
-    cannot be reused by unrelated processes while ipybox still signals them.
+    cannot be reused by unrelated processes while ipybox still signals them. Its stdout and stderr
+    go to a pipe (:attr:`output`); ``pass_fds`` are inherited by the process and closed here.
     """
 
     def __init__(
@@ -36,20 +81,30 @@ class KernelProcess:
         *,
         env: Mapping[str, str],
         cwd: Path,
-        log_path: Path,
+        pass_fds: Sequence[int] = (),
     ) -> None:
-        self.log_path = log_path
-        with open(log_path, "wb") as log:
+        read_fd, write_fd = os.pipe()
+        try:
             self._popen = subprocess.Popen(
                 list(argv),
                 env=dict(env),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdout=write_fd,
+                stderr=write_fd,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=tuple(pass_fds),
             )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+            for fd in pass_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.output = OutputTail(read_fd)
         self.pid = self._popen.pid
         self._exit_code: int | None = None
         self._killed = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -27,7 +27,7 @@ from ipybox_core.errors import (
     KernelError,
     KernelStartError,
 )
-from ipybox_core.kernel._channels import KernelChannels
+from ipybox_core.kernel._channels import CHANNELS, KernelChannels
 from ipybox_core.kernel._execution import (
     execute_request,
     finished_event,
@@ -36,6 +36,7 @@ from ipybox_core.kernel._execution import (
     wait_until_not_busy,
 )
 from ipybox_core.kernel._iopub import output_events
+from ipybox_core.kernel._ipc_paths import PinnedSockets, PlantedPath, SocketNotReady, sockets_ready
 from ipybox_core.kernel._launch import (
     ConnectionInfo,
     KernelFiles,
@@ -45,7 +46,7 @@ from ipybox_core.kernel._launch import (
     write_bootstrap,
     write_connection_file,
 )
-from ipybox_core.kernel._process import KernelProcess, _ProcStat
+from ipybox_core.kernel._process import KernelProcess, OutputTail, _ProcStat
 from ipybox_core.kernel._stream_limit import StreamLimiter
 from ipybox_core.kernel._text import strip_ansi
 from ipybox_core.kernel._timeout_guard import TimeoutGuard
@@ -78,6 +79,7 @@ class _Incarnation:
     channels: KernelChannels
     connection: ConnectionInfo
     generation: int
+    files: KernelFiles
     in_use: bool = False
     """An execution is reading from the channels (they must not be closed under it)."""
     retired: bool = False
@@ -98,9 +100,7 @@ def _discard(incarnation: _Incarnation) -> None:
     incarnation.retired = True
     if not incarnation.in_use:
         incarnation.channels.close()
-    for socket in incarnation.connection.sockets():  # a killed kernel leaves them behind
-        with contextlib.suppress(FileNotFoundError):
-            socket.unlink()
+    incarnation.files.remove_process_files(incarnation.generation)  # a killed kernel leaves them
 
 
 def _release(resources: _Resources) -> None:
@@ -139,6 +139,7 @@ class Kernel:
         self._hidden_prefixes: tuple[str, ...] = ()
         self._env_overrides: dict[str, str] = {}
         self._extra_python_path: list[Path] = []
+        self._output: OutputTail | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -199,6 +200,7 @@ class Kernel:
         env = kernel_environment(
             self.config,
             files,
+            generation,
             overrides=self._env_overrides,
             extra_python_path=self._extra_python_path,
         )
@@ -207,21 +209,31 @@ class Kernel:
             env=env,
             cwd=self._cwd,
             runtime_dir=files.runtime_dir,
+            ipc_dir=files.ipc_dir(generation),
+            kernel_files=(files.connection_file, bootstrap),
         )
-        if self.config.launcher is not None:
-            spec = self.config.launcher.wrap(spec)
-            spec = LaunchSpec(
-                argv=spec.argv,
-                env={k: v for k, v in spec.env.items() if k != "JPY_PARENT_PID"},
-                cwd=spec.cwd,
-                runtime_dir=spec.runtime_dir,
-            )
         try:
-            process = KernelProcess(spec.argv, env=spec.env, cwd=spec.cwd, log_path=self.log_path)
+            if self.config.launcher is not None:
+                spec = self.config.launcher.wrap(spec)
+                spec = dataclasses.replace(
+                    spec, env={k: v for k, v in spec.env.items() if k != "JPY_PARENT_PID"}
+                )
+            process = KernelProcess(spec.argv, env=spec.env, cwd=spec.cwd, pass_fds=spec.pass_fds)
         except OSError as exc:
+            files.remove_process_files(generation)
             raise KernelStartError(f"cannot launch the kernel ({spec.argv[0]}): {exc}") from exc
+        except BaseException:
+            files.remove_process_files(generation)
+            raise
         self._generation = generation
-        incarnation = _Incarnation(process, KernelChannels(connection), connection, generation)
+        self._output = process.output
+        try:
+            pinned = await self._wait_for_sockets(process, connection)
+        except BaseException:
+            process.kill()
+            files.remove_process_files(generation)
+            raise
+        incarnation = _Incarnation(process, KernelChannels(connection, pinned), connection, generation, files)
         self._resources.incarnation = incarnation
         try:
             await self._wait_ready(incarnation)
@@ -229,7 +241,37 @@ class Kernel:
             self._resources.incarnation = None
             _discard(incarnation)
             raise
+        files.remove_start_files()  # read by the kernel; the host keeps what it needs in memory
         return incarnation
+
+    async def _wait_for_sockets(self, process: KernelProcess, connection: ConnectionInfo) -> PinnedSockets:
+        """Wait until the new kernel has bound its sockets, then open them (see ``_ipc_paths``)."""
+        paths = [connection.socket_path(channel) for channel in CHANNELS]
+        deadline = time.monotonic() + self.config.startup_timeout
+        delay = 0.002
+        while True:
+            if sockets_ready(paths):
+                try:
+                    return PinnedSockets(paths)
+                except SocketNotReady:  # replaced between the two looks: look again
+                    pass
+                except PlantedPath as exc:
+                    raise KernelStartError(
+                        f"the kernel's socket directory was tampered with: {exc}"
+                    ) from None
+            exit_code = process.exit_code()
+            if exit_code is not None:
+                raise KernelStartError(
+                    f"the kernel exited during start-up ({_describe_exit(exit_code)})"
+                    + self._log_tail_section(wait=0.5)
+                )
+            if time.monotonic() > deadline:
+                raise KernelStartError(
+                    f"the kernel did not become ready within {self.config.startup_timeout:g} s"
+                    + self._log_tail_section()
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.02)
 
     async def _wait_ready(self, incarnation: _Incarnation) -> None:
         """Wait for a kernel_info reply on shell and for the iopub subscription to be live."""
@@ -250,7 +292,7 @@ class Kernel:
             if exit_code is not None:
                 raise KernelStartError(
                     f"the kernel exited during start-up ({_describe_exit(exit_code)})"
-                    + self._log_tail_section()
+                    + self._log_tail_section(wait=0.5)
                 )
             now = time.monotonic()
             if now - started > timeout:
@@ -334,16 +376,18 @@ class Kernel:
 
     @property
     def runtime_dir(self) -> Path:
-        """The kernel's runtime directory (connection file, ipc sockets, log), mode 0700.
+        """The kernel's runtime directory (connection file, ipc socket directories), mode 0700.
 
         A private directory removed at shutdown, or ``config.runtime_dir`` if given (kept).
         """
         return self._files.runtime_dir
 
-    @property
-    def log_path(self) -> Path:
-        """The kernel process's stdout and stderr (rewritten on every restart)."""
-        return self._files.log
+    def log_tail(self) -> str:
+        """The last output the current (or last) kernel process wrote to its stdout and stderr."""
+        if self._output is None:
+            return ""
+        text, _ = self._output.text()
+        return strip_ansi(text)
 
     @property
     def is_alive(self) -> bool:
@@ -505,7 +549,7 @@ class Kernel:
             return
         if self._resources.incarnation is incarnation:
             self._resources.incarnation = None
-        tail = self._log_tail_section()
+        tail = self._log_tail_section(wait=0.5)
         _discard(incarnation)
         raise KernelDied(
             f"the kernel died while running the code ({_describe_exit(exit_code)}); all its state is "
@@ -575,9 +619,8 @@ class Kernel:
 
     # --- helpers ----------------------------------------------------------------------------------
 
-    def _log_tail_section(self) -> str:
-        files = self._resources.files
-        tail = _log_tail(files.log) if files is not None else ""
+    def _log_tail_section(self, wait: float = 0.0) -> str:
+        tail = _log_tail(self._output, wait) if self._output is not None else ""
         return f"\n--- kernel log (last lines) ---\n{tail}" if tail else ""
 
     def __repr__(self) -> str:
@@ -585,19 +628,12 @@ class Kernel:
         return f"<Kernel pid={self.pid} {state}>"
 
 
-def _log_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - _LOG_TAIL_CHARS))
-            raw = log.read()
-    except OSError:
-        return ""
-    text = strip_ansi(raw.decode("utf-8", "replace")).strip()
-    if size > _LOG_TAIL_CHARS and "\n" in text:
+def _log_tail(output: OutputTail, wait: float) -> str:
+    raw, dropped = output.text(wait)
+    text = strip_ansi(raw[-_LOG_TAIL_CHARS:])
+    if (dropped or len(raw) > _LOG_TAIL_CHARS) and "\n" in text:
         text = text.split("\n", 1)[1]
-    return text
+    return text.strip()
 
 
 def _describe_exit(exit_code: int) -> str:

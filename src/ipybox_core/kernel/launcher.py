@@ -16,14 +16,22 @@ class LaunchSpec:
 
     ``argv`` is the full command (``python -m ipykernel_launcher -f <connection file>``), ``env`` the
     complete environment of the started process (nothing else is inherited), ``cwd`` its working
-    directory and ``runtime_dir`` the kernel's private directory (connection file, ipc sockets, the
-    tool server's socket); a sandbox must keep ``runtime_dir`` reachable.
+    directory and ``runtime_dir`` the kernel's private host directory (connection file, bootstrap).
+
+    A sandbox shows the kernel only what it needs of the runtime directory: ``ipc_dir`` writable
+    (the kernel binds its sockets there) and ``kernel_files`` read-only (what the kernel reads at
+    start). Nothing else of ``runtime_dir`` may be visible, let alone writable: the host reads and
+    writes there. ``pass_fds`` are descriptors the started process inherits (and the launching
+    code closes once it started).
     """
 
     argv: Sequence[str]
     env: Mapping[str, str]
     cwd: Path
     runtime_dir: Path
+    ipc_dir: Path | None = None
+    kernel_files: tuple[Path, ...] = ()
+    pass_fds: tuple[int, ...] = ()
 
 
 @runtime_checkable

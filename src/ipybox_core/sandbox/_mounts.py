@@ -156,7 +156,14 @@ def plan_filesystem(
         user_trees.append(policy.expand(path, workspace))
         add(user_trees[-1], False, required=True, what="allow_read path")
     add(workspace, True, required=True, what="workspace")
-    add(spec.runtime_dir.absolute(), True, required=True, what="runtime directory")
+    # Of the host's runtime directory the kernel sees its own socket directory (writable) and the
+    # files it reads at start (read-only mount points it cannot replace); nothing else.
+    if spec.ipc_dir is None:
+        raise SandboxError("the launch names no kernel socket directory (LaunchSpec.ipc_dir)")
+    ipc_dir = spec.ipc_dir.absolute()
+    add(ipc_dir, True, required=True, what="kernel socket directory")
+    for path in spec.kernel_files:
+        add(path.absolute(), False, required=True, what="kernel start file")
     for path in policy.allow_write:
         user_trees.append(policy.expand(path, workspace))
         add(user_trees[-1], True, required=True, what="allow_write path")
@@ -193,7 +200,7 @@ def plan_filesystem(
         plan = FilesystemPlan(plan.binds, plan.symlinks, plan.hidden, home, plan.tmp_size_bytes)
     for what, path in (
         ("workspace", workspace),
-        ("runtime directory", spec.runtime_dir.absolute()),
+        ("kernel socket directory", ipc_dir),
         ("kernel working directory", spec.cwd.absolute()),
     ):
         if not plan.is_visible(path) or not plan.is_visible(path.resolve()):
@@ -262,6 +269,8 @@ def _hidden_paths(
         for bind in binds:
             if target.is_relative_to(bind.source):
                 hidden[bind.path / target.relative_to(bind.source)] = target.is_dir()
+            elif bind.source.is_relative_to(target):  # a bind inside a hidden tree is hidden too
+                hidden[bind.path] = bind.source.is_dir()
     ordered = sorted(hidden, key=lambda path: (len(path.parts), str(path)))
     kept = [path for i, path in enumerate(ordered) if not any(path.is_relative_to(p) for p in ordered[:i])]
     return tuple(Hidden(path, hidden[path]) for path in kept)

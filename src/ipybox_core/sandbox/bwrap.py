@@ -2,14 +2,14 @@
 
 Launch chain (each step ``exec``-s the next, so the process the Kernel started is bwrap's)::
 
-    /bin/sh -c <join cgroups; open the options file on fd 3>   (host: joins the kernel's cgroups)
-      bwrap --args 3 -- ...                                    (namespaces, mounts, --clearenv/--setenv)
+    /bin/sh -c <join cgroups>                                  (host: joins the kernel's cgroups)
+      bwrap --args <fd> --seccomp <fd> -- ...                  (namespaces, mounts, --clearenv/--setenv)
         python -c <_boot.py> <limits> -m ipykernel_launcher -f <connection file>
                                                                (sandbox: setrlimit, SIGXCPU handler)
 
-The bwrap options (including the kernel's environment, which may hold the tool server's token)
-live in a file in a launcher-private directory instead of on the command line, where every user
-of the host could read them with ``ps``; the sandbox cannot see or change that file.
+The bwrap options (including the kernel's environment, which holds the tool server's token) reach
+bwrap through an in-memory file on an inherited descriptor: not on the command line, where every
+user of the host could read them with ``ps``, and never on disk, where a crash would leave them.
 """
 
 from __future__ import annotations
@@ -26,12 +26,7 @@ from pathlib import Path
 from ipybox_core.errors import SandboxError, SandboxUnavailable
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
-from ipybox_core.sandbox._command import (
-    boot_command,
-    check_private_runtime_dir,
-    module_index,
-    sandbox_environment,
-)
+from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox.policy import SandboxPolicy
@@ -43,15 +38,15 @@ PROXY_SOCKET = Path("/tmp/.ipybox-proxy.sock")
 """Where the host proxy's socket appears inside the sandbox (a mount point: it cannot be replaced)."""
 
 _LAUNCH_SCRIPT = """\
-options=$1; shift
 while [ "$1" != -- ]; do
   echo $$ > "$1" || { echo "ipybox sandbox: cannot join the cgroup $1" >&2; exit 125; }
   shift
 done
 shift
-exec 3< "$options" || exit 125
 exec "$@"
 """
+SANDBOX_IPYTHON_DIR = "/tmp/.ipython"
+"""IPYTHONDIR inside the sandbox: on its private, size-limited /tmp, new for every kernel process."""
 
 
 class BwrapLauncher:
@@ -121,7 +116,6 @@ class BwrapLauncher:
         """Return the launch of ``spec`` inside bubblewrap (see the module docstring)."""
         if not self._private.is_dir():
             raise SandboxError("this BwrapLauncher was closed")
-        check_private_runtime_dir(spec)
         plan = self.plan(spec)
         if plan.is_visible(self._private):
             raise SandboxError(
@@ -148,26 +142,34 @@ class BwrapLauncher:
             backend="bwrap",
             proxy_url=f"http://127.0.0.1:{PROXY_PORT}" if proxy else None,
         )
+        environment["IPYTHONDIR"] = SANDBOX_IPYTHON_DIR
         for key, value in environment.items():
             options += ["--setenv", key, value]
-        options_file = self._write_options(spec.runtime_dir, options)
+        options_fd = _memory_file("ipybox-bwrap-options", b"".join(o.encode() + b"\0" for o in options))
         argv = [
             "/bin/sh",
             "-c",
             _LAUNCH_SCRIPT,
             "ipybox-sandbox",
-            str(options_file),
             *(str(path) for path in cgroups.procs_files),
             "--",
             self.bwrap,
             "--args",
-            "3",
+            str(options_fd),
             "--",
             # Inside the user namespace RLIMIT_NPROC counts the sandbox's processes only, but root
             # is exempt from it: as root the pids cgroup bounds the process count.
             *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0, proxy=proxy),
         ]
-        return LaunchSpec(argv=argv, env={"PATH": os.defpath}, cwd=spec.cwd, runtime_dir=spec.runtime_dir)
+        return LaunchSpec(
+            argv=argv,
+            env={"PATH": os.defpath},
+            cwd=spec.cwd,
+            runtime_dir=spec.runtime_dir,
+            ipc_dir=spec.ipc_dir,
+            kernel_files=spec.kernel_files,
+            pass_fds=(*spec.pass_fds, options_fd),
+        )
 
     def _namespace_options(self) -> list[str]:
         options = [
@@ -210,12 +212,19 @@ class BwrapLauncher:
             max_pids=limits.max_processes,
         )
 
-    def _write_options(self, runtime_dir: Path, options: list[str]) -> Path:
-        path = self._private / f"{_key(runtime_dir)}.args"
-        data = b"".join(option.encode() + b"\0" for option in options)
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
-            file.write(data)
-        return path
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A descriptor of an anonymous in-memory file holding ``data``, positioned at its start."""
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _key(runtime_dir: Path) -> str:

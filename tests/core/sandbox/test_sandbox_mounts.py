@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from ipybox_core.errors import SandboxError
 from ipybox_core.kernel.launcher import LaunchSpec
-from ipybox_core.sandbox import BwrapLauncher, ResourceLimits, SandboxPolicy
+from ipybox_core.sandbox import SandboxPolicy
 from ipybox_core.sandbox._mounts import SANDBOX_HOME, FilesystemPlan, plan_filesystem
 
 
@@ -20,12 +21,19 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     paths = {name: tmp_path / name for name in ("home", "ws", "rt", "elsewhere")}
     for path in paths.values():
         path.mkdir()
+    (paths["rt"] / "kernel.1").mkdir()
     return paths
 
 
 def spec_for(dirs: dict[str, Path], cwd: Path | None = None) -> LaunchSpec:
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", str(dirs["rt"] / "kernel.json")]
-    return LaunchSpec(argv=argv, env={"PATH": os.defpath}, cwd=cwd or dirs["ws"], runtime_dir=dirs["rt"])
+    return LaunchSpec(
+        argv=argv,
+        env={"PATH": os.defpath},
+        cwd=cwd or dirs["ws"],
+        runtime_dir=dirs["rt"],
+        ipc_dir=dirs["rt"] / "kernel.1",
+    )
 
 
 def plan(dirs: dict[str, Path], policy: SandboxPolicy | None = None, **spec: Path) -> FilesystemPlan:
@@ -39,7 +47,8 @@ def hidden_paths(result: FilesystemPlan) -> set[Path]:
 
 def test_only_the_allow_list_is_visible(dirs: dict[str, Path]) -> None:
     result = plan(dirs)
-    assert result.is_writable(dirs["ws"]) and result.is_writable(dirs["rt"])
+    assert result.is_writable(dirs["ws"]) and result.is_writable(dirs["rt"] / "kernel.1")
+    assert not result.is_visible(dirs["rt"]) and not result.is_visible(dirs["rt"] / "kernel.json")
     assert result.is_visible(Path("/usr/lib")) and not result.is_writable(Path("/usr/lib"))
     assert result.is_visible(Path("/etc/hostname")) and not result.is_writable(Path("/etc"))
     for prefix in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
@@ -160,7 +169,7 @@ def test_extra_paths_read_only_and_writable(dirs: dict[str, Path]) -> None:
         ({"allow_write": ("/proc/self",)}, "private to the sandbox"),
         ({"allow_write": ("/tmp",)}, "private to the sandbox"),
         ({"allow_write": ("/",)}, "contains the system directory"),
-        ({"extra_hidden_paths": ("../rt",)}, "runtime directory .* would be invisible"),
+        ({"extra_hidden_paths": ("../rt",)}, "kernel socket directory .* would be invisible"),
     ],
 )
 def test_impossible_plans_raise(dirs: dict[str, Path], fields: dict[str, object], message: str) -> None:
@@ -207,14 +216,19 @@ def test_bwrap_arguments_mount_in_a_safe_order(dirs: dict[str, Path]) -> None:
     assert "--size" in args
 
 
-def test_a_runtime_dir_shared_with_another_kernel_is_refused(dirs: dict[str, Path]) -> None:
-    policy = SandboxPolicy(home=dirs["home"], limits=ResourceLimits(max_processes=None))
-    launcher = BwrapLauncher(policy, workspace=dirs["ws"], probe=False)
-    try:
-        (dirs["rt"] / "kernel.json").write_text("{}")  # ours (spec_for passes it with -f)
-        launcher.wrap(spec_for(dirs))
-        (dirs["rt"] / "kernel-other.json").write_text('{"key": "secret"}')
-        with pytest.raises(SandboxError, match=r"kernel-other\.json, another kernel's connection file"):
-            launcher.wrap(spec_for(dirs))
-    finally:
-        launcher.close()
+def test_only_the_kernels_socket_dir_and_start_files_of_the_runtime_dir_are_visible(
+    dirs: dict[str, Path],
+) -> None:
+    """Another kernel's connection file (or anything else the host keeps there) stays hidden."""
+    ipc_dir = dirs["rt"] / "kernel-ab.1"
+    ipc_dir.mkdir()
+    own = dirs["rt"] / "kernel-ab.json"
+    own.write_text("{}")
+    other = dirs["rt"] / "kernel-other.json"
+    other.write_text('{"key": "secret"}')
+    spec = dataclasses.replace(spec_for(dirs), ipc_dir=ipc_dir, kernel_files=(own,))
+    plan = plan_filesystem(SandboxPolicy(home=dirs["home"]), workspace=dirs["ws"], spec=spec)
+    assert plan.is_writable(ipc_dir)
+    assert plan.is_visible(own) and not plan.is_writable(own)
+    assert not plan.is_visible(other)
+    assert not plan.is_visible(dirs["rt"] / "tools.sock")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import secrets
 import shutil
@@ -77,17 +78,33 @@ async def test_shell_commands_run(kernel: Kernel) -> None:
     assert "data.txt" in text and "shell-works" in text
 
 
-async def test_runtime_dir_unix_socket_server_is_reachable(kernel: Kernel) -> None:
-    """The tool server's stand-in: a host server on a unix socket in the kernel's runtime dir."""
-    path = str(kernel.runtime_dir / "tools.sock")
-    with unix_server(path, "tools") as server:
+async def test_the_hosts_runtime_dir_is_invisible_but_the_kernels_own_sockets(kernel: Kernel) -> None:
+    """The host keeps the connection file and its sockets in the runtime dir: the kernel sees only
+    its own socket directory there (a socket meant for it is passed with ``sockets=``)."""
+    path = str(kernel.runtime_dir / "late.sock")
+    with unix_server(path, "late") as server:
         text = await run_ok(
             kernel,
-            f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(5)\ns.connect({path!r})\n"
-            "print(s.recv(64).decode())",
+            "import os, socket\ns = socket.socket(socket.AF_UNIX)\n"
+            f"try:\n    s.connect({path!r})\nexcept OSError as exc:\n    print(type(exc).__name__)\n"
+            f"print(sorted(os.listdir({str(kernel.runtime_dir)!r})))\n"
+            f"for name in sorted(os.listdir({str(kernel.runtime_dir)!r})):\n"
+            f"    try:\n        open(os.path.join({str(kernel.runtime_dir)!r}, name), 'a')\n"
+            "    except OSError as exc:\n        print(name, type(exc).__name__)",
         )
-        assert "reached:tools" in text
-        assert server.connections == 1
+        assert server.connections == 0
+    lines = text.splitlines()
+    assert lines[0] == "FileNotFoundError"
+    visible = ast.literal_eval(lines[1])
+    name = visible[0].partition(".")[0]
+    generation = visible[0].partition(".")[2]
+    # its socket directory, and the connection and bootstrap files it read at start, read-only
+    assert visible == [f"{name}.{generation}", f"{name}.json", f"{name}_bootstrap.py"]
+    assert lines[2:] == [
+        f"{name}.{generation} IsADirectoryError",
+        f"{name}.json OSError",
+        f"{name}_bootstrap.py OSError",
+    ]
 
 
 async def test_private_tmp_is_writable_and_invisible_to_the_host(kernel: Kernel) -> None:
