@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import zip_longest
 
 from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
@@ -10,7 +12,21 @@ _INTRO = (
     "# MCP tools as Python functions: keyword arguments only (a dict works where a model class is\n"
     "# expected); help(<function>) shows full docs.\n"
 )
-_REDUCED = "# Shortened to fit: help(<package>) lists a server's tools, help(<function>) shows one.\n"
+_REDUCED = "# Shortened to fit: help(<function>) shows a function in full, help(<Model>) a model's fields.\n"
+
+_SUMMARY, _SIGNATURE = 1, 2
+"""Tool levels: 0 is the name in the import line only."""
+
+
+@dataclass
+class _Section:
+    """One server's part of the reference: when each tool and model gets shown more fully."""
+
+    pkg: GeneratedPackage
+    upgrades: list[dict[int, int]] = field(default_factory=list)
+    """Per tool: level → index of the upgrade that reaches it."""
+    models: list[tuple[str, int]] = field(default_factory=list)
+    """(model name, index of the upgrade that shows it), in first-use order."""
 
 
 def api_reference(
@@ -18,23 +34,74 @@ def api_reference(
 ) -> str:
     """Signatures and one-line summaries of every tool of ``packages``, with the models they use.
 
-    With ``max_chars``, falls back step by step (no models; names and summaries; names only;
-    fewer names) until the text fits, and says how to see the rest. Deterministic.
+    With ``max_chars`` it is shortened tool by tool until it fits: first models are left out, then
+    signatures (the tool keeps its summary line), then summaries (the name stays in the import
+    line); servers take turns, so each keeps some of its detail. Below that, only as many names as
+    fit. A larger budget never shows less. Deterministic.
     """
-    ordered = sorted(packages, key=lambda p: p.module)
-    levels: list[Callable[[GeneratedPackage], str]] = [
-        lambda p: _server_section(p, package, signatures=True, models=True),
-        lambda p: _server_section(p, package, signatures=True, models=False),
-        lambda p: _server_section(p, package, signatures=False, models=False),
-        lambda p: _imports(p, package),
+    sections, owners = _plan(sorted(packages, key=lambda p: p.module))
+    total = len(owners)
+    shown = total
+    if max_chars is not None:  # the most upgrades that fit (lengths kept per section: one re-render each)
+        lengths = [len(_section(s, package, 0)) + 1 for s in sections]
+        fitting = [len(_intro(0, total)) + sum(lengths)]
+        for step, owner in enumerate(owners, 1):
+            lengths[owner] = len(_section(sections[owner], package, step)) + 1
+            fitting.append(len(_intro(step, total)) + sum(lengths))
+        fits = [step for step, length in enumerate(fitting) if length <= max_chars]
+        if not fits:
+            return _truncated([s.pkg for s in sections], package, max_chars)
+        shown = fits[-1]
+    return _intro(shown, total) + "".join("\n" + _section(s, package, shown) for s in sections)
+
+
+def _intro(shown: int, total: int) -> str:
+    return _INTRO if shown == total else _INTRO + _REDUCED
+
+
+def _plan(packages: Sequence[GeneratedPackage]) -> tuple[list[_Section], list[int]]:
+    """The order in which detail is added: summaries, then signatures, then models; servers in turn.
+
+    Also returns, per upgrade, the index of the section it belongs to.
+    """
+    sections = [_Section(pkg, upgrades=[{} for _ in pkg.tools]) for pkg in packages]
+    owners: list[int] = []
+    step = 0
+    for level in (_SUMMARY, _SIGNATURE):
+        for row in zip_longest(*(range(len(s.pkg.tools)) for s in sections)):
+            for number, (section, index) in enumerate(zip(sections, row, strict=True)):
+                if index is None or (level == _SUMMARY and not section.pkg.tools[index].summary):
+                    continue
+                section.upgrades[index][level] = step
+                owners.append(number)
+                step += 1
+    used: list[list[str]] = [
+        [n for n in dict.fromkeys(m for t in s.pkg.tools for m in t.models) if n in s.pkg.models]
+        for s in sections
     ]
-    text = ""
-    for index, level in enumerate(levels):
-        intro = _INTRO if index == 0 else _INTRO + _REDUCED
-        text = intro + "".join("\n" + level(p) for p in ordered)
-        if max_chars is None or len(text) <= max_chars:
-            return text
-    return _truncated(ordered, package, max_chars or 0)
+    for names in zip_longest(*used):
+        for number, (section, name) in enumerate(zip(sections, names, strict=True)):
+            if name is not None:
+                section.models.append((name, step))
+                owners.append(number)
+                step += 1
+    return sections, owners
+
+
+def _section(section: _Section, package: str, shown: int) -> str:
+    """One server's part with the first ``shown`` upgrades (of all servers) applied."""
+    pkg = section.pkg
+    levels = [max((lv for lv, at in ups.items() if at < shown), default=0) for ups in section.upgrades]
+    # A tool on its own line needs no place in the import line; when all are, a comment says where from.
+    lines = [f"# from {package}.{pkg.module} import ...\n" if all(levels) else _imports(pkg, package)]
+    for tool, level in zip(pkg.tools, levels, strict=True):
+        text = tool.summary.replace('"""', "'''")
+        if level == _SIGNATURE:
+            lines.append(f"{tool.signature}:\n" + (f'    """{text}"""\n' if text else "    ...\n"))
+        elif level == _SUMMARY:
+            lines.append(f"{tool.function}: {text}\n")
+    lines.extend(pkg.models[name].line + "\n" for name, at in section.models if at < shown)
+    return "".join(lines)
 
 
 def _imports(pkg: GeneratedPackage, package: str, tools: Sequence[GeneratedTool] | None = None) -> str:
@@ -42,39 +109,31 @@ def _imports(pkg: GeneratedPackage, package: str, tools: Sequence[GeneratedTool]
     return f"from {package}.{pkg.module} import {names}\n"
 
 
-def _server_section(pkg: GeneratedPackage, package: str, *, signatures: bool, models: bool) -> str:
-    # With signatures below, repeating every name in the import line would only cost prompt space.
-    lines = [f"# from {package}.{pkg.module} import ...\n" if signatures else _imports(pkg, package)]
-    for tool in pkg.tools:
-        text = tool.summary.replace('"""', "'''")
-        if signatures:
-            lines.append(f"{tool.signature}:\n" + (f'    """{text}"""\n' if text else "    ...\n"))
-        else:
-            lines.append(f"{tool.function}: {text}\n" if text else f"{tool.function}\n")
-    if models:
-        used = dict.fromkeys(name for tool in pkg.tools for name in tool.models)
-        lines.extend(pkg.models[name].line + "\n" for name in used if name in pkg.models)
-    return "".join(lines)
-
-
 def _truncated(packages: Sequence[GeneratedPackage], package: str, max_chars: int) -> str:
-    """As many tool names as fit, server by server, then where to find the rest."""
-    text = _INTRO + _REDUCED
-    for pkg in packages:
-        note = f"# ... {{}} more: help({package}.{pkg.module})\n"
-        kept: list[GeneratedTool] = []
-        for tool in pkg.tools:
-            candidate = "\n" + _imports(pkg, package, [*kept, tool])
-            rest = len(pkg.tools) - len(kept) - 1
-            if len(text) + len(candidate) + (len(note.format(rest)) if rest else 0) > max_chars:
-                break
-            kept.append(tool)
+    """As many tool names as fit (servers in turn), and where to find the rest."""
+    order = [
+        (number, index)
+        for row in zip_longest(*(range(len(pkg.tools)) for pkg in packages))
+        for number, index in enumerate(row)
+        if index is not None
+    ]
+    counts = [0] * len(packages)
+    best = None
+    for kept in range(len(order) + 1):  # the longest prefix that fits (lengths need not grow)
         if kept:
-            text += "\n" + _imports(pkg, package, kept)
-        missing = len(pkg.tools) - len(kept)
-        if missing and len(text) + len(note.format(missing)) + 1 <= max_chars:
-            text += ("" if kept else "\n") + note.format(missing)
-    if len(text) > max_chars:  # not even the introduction fits
+            counts[order[kept - 1][0]] += 1
+        names = (_names(pkg, package, count) for pkg, count in zip(packages, counts, strict=True))
+        text = _INTRO + _REDUCED + "".join(names)
+        if len(text) <= max_chars:
+            best = text
+    if best is None:  # not even the introduction fits
         modules = ", ".join(f"{package}.{pkg.module}" for pkg in packages)
-        text = f"# MCP tools: help() on {modules}\n"[:max_chars]
-    return text
+        best = f"# MCP tools: help() on {modules}\n"[:max_chars]
+    return best
+
+
+def _names(pkg: GeneratedPackage, package: str, count: int) -> str:
+    """A server's first ``count`` names and how many more there are."""
+    text = "\n" + _imports(pkg, package, pkg.tools[:count]) if count else "\n"
+    missing = len(pkg.tools) - count
+    return text + (f"# ... {missing} more: help({package}.{pkg.module}) lists them\n" if missing else "")

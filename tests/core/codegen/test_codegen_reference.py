@@ -50,18 +50,20 @@ def test_reference_is_deterministic(packages: list[GeneratedPackage]) -> None:
     assert api_reference(packages, max_chars=900) == api_reference(list(reversed(packages)), max_chars=900)
 
 
-def test_budget_falls_back_step_by_step(packages: list[GeneratedPackage]) -> None:
+def test_budget_drops_detail_tool_by_tool(packages: list[GeneratedPackage]) -> None:
     full = api_reference(packages)
-    no_models = api_reference(packages, max_chars=len(full) - 1)
-    assert (
-        len(no_models) < len(full) and "class Customer" not in no_models and "def create_order(" in no_models
-    )
-    assert "help(<package>)" in no_models
-    names = api_reference(packages, max_chars=len(no_models) - 1)
-    assert "def " not in names and "create_order: Create an order" in names
-    imports_only = api_reference(packages, max_chars=len(names) - 1)
-    assert "create_order:" not in imports_only and "import create_order" in imports_only
-    for budget in (len(imports_only) - 1, 600, 400, 250, 10):
+    almost = api_reference(packages, max_chars=len(full) - 1)
+    assert len(full) - 200 < len(almost) < len(full)  # one model line less, not every model
+    assert "class Address" in almost and "class Stats" not in almost
+    assert "help(<function>)" in almost and "help(<package>)" not in almost
+    no_models = api_reference(packages, max_chars=len(full) - 700)
+    assert "\nclass " not in no_models and "def create_order(" in no_models  # the first tools keep theirs
+    assert "def whoami(" not in no_models and "whoami: Returns selected" in no_models  # a summary instead
+    assert "from mcptools.research import create_order, date_range" not in no_models  # each tool has a line
+    imports = api_reference(packages, max_chars=1000)
+    assert "from mcptools.research import create_order, date_range, die" in imports
+    assert "create_order: Create an order" in imports and "text_to_upper:" not in imports
+    for budget in (600, 400, 250, 10):
         text = api_reference(packages, max_chars=budget)
         assert len(text) <= budget, budget
     partial = api_reference(packages, max_chars=600)
