@@ -71,7 +71,9 @@ def _model_key(model: ModelDef, stack: tuple[ModelDef, ...], memo: dict[int, str
     parts = [model.extra, type_key(model.extra_type)]
     for field in model.fields:
         default = "-" if field.default is MISSING else py_literal(field.default)
-        parts.append(f"{field.wire!r}:{field.required}:{default}:{field.constraints}:{type_key(field.type)}")
+        parts.append(
+            f"{field.wire!r}:{field.required}:{default}:{field.constraints}:{field.unchecked}:{type_key(field.type)}"
+        )
     key = "|".join(parts)
     if "{@" not in key:  # context-free: no back-reference to an enclosing model
         memo[id(model)] = key

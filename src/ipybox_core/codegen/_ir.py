@@ -79,7 +79,10 @@ class FieldDef:
     default: Any = MISSING
     """A default that fits ``type`` (unfit defaults are dropped while converting)."""
     description: str = ""
-    constraints: tuple[tuple[str, int | float], ...] = ()
+    constraints: tuple[tuple[str, int | float | str | bool], ...] = ()
+    """Checked in the kernel: pydantic ``Field`` arguments, and ``("unique_items", True)``."""
+    unchecked: tuple[str, ...] = ()
+    """Schema constraints the kernel does not check (shown in help), e.g. ``format 'uri'``."""
     attr: str = ""
     kwarg: str = ""
 

@@ -17,7 +17,7 @@ KEYWORDS = frozenset(keyword.kwlist)
 BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))
 IPYTHON_NAMES = frozenset({"display", "get_ipython", "In", "Out", "exit", "quit"})
 
-TYPING_NAMES = frozenset({"Any", "Literal", "Field", "annotations"})
+TYPING_NAMES = frozenset({"Annotated", "Any", "Literal", "Field", "annotations"})
 """Names the generated modules import or use in annotations."""
 
 MODULE_PRIVATE = frozenset({"_base", "_Args", "_tools"})

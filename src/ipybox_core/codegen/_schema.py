@@ -9,6 +9,7 @@ convenience in front of the server's, so being too permissive is safe and being 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
@@ -467,7 +468,8 @@ class SchemaConverter:
             self._path.pop()
         description = ""
         default: Any = MISSING
-        constraints: tuple[tuple[str, int | float], ...] = ()
+        constraints: tuple[tuple[str, int | float | str | bool], ...] = ()
+        unchecked: tuple[str, ...] = ()
         if isinstance(schema, dict):
             direct = schema
             target = self._resolve_shallow(schema, depth + 1, warn=False) if "$ref" in schema else schema
@@ -484,6 +486,7 @@ class SchemaConverter:
                 default = MISSING
             if isinstance(target, dict):
                 constraints = _constraints(target, expr)
+                unchecked = _unchecked(target, expr, constraints)
         return FieldDef(
             wire=wire,
             type=expr,
@@ -491,6 +494,7 @@ class SchemaConverter:
             default=default,
             description=description,
             constraints=constraints,
+            unchecked=unchecked,
         )
 
 
@@ -523,10 +527,14 @@ def _intersect_types(first: Any, second: Any) -> Any:
     return common if common else first
 
 
-def _constraints(schema: dict[str, Any], expr: TypeExpr) -> tuple[tuple[str, int | float], ...]:
-    """Bounds pydantic can check for ``expr`` (patterns are left to the server: regex dialects differ)."""
-    found: list[tuple[str, int | float]] = []
+def _constraints(schema: dict[str, Any], expr: TypeExpr) -> tuple[tuple[str, int | float | str | bool], ...]:
+    """What the kernel can check for ``expr``: bounds, lengths, ``multipleOf``, a ``pattern`` that
+    Python's ``re`` reads (searched, as JSON Schema does), ``uniqueItems``."""
+    found: list[tuple[str, int | float | str | bool]] = []
     if expr in (Primitive("int"), Primitive("float")):
+        step = _bound(schema.get("multipleOf"))
+        if step is not None and step > 0:
+            found.append(("multiple_of", step))
         for key, name in _NUMBER_CONSTRAINTS.items():
             value = schema.get(key)
             bound = _bound(value)
@@ -540,10 +548,53 @@ def _constraints(schema: dict[str, Any], expr: TypeExpr) -> tuple[tuple[str, int
                     found.append((name, bound))
     if expr == Primitive("str"):
         found.extend(_length_constraints(schema, _LENGTH_CONSTRAINTS))
+        if _python_pattern(schema.get("pattern")):
+            found.append(("pattern", schema["pattern"]))
     if isinstance(expr, ListType):
         found.extend(_length_constraints(schema, _ITEMS_CONSTRAINTS))
+    if isinstance(expr, ListType | TupleType) and schema.get("uniqueItems") is True:
+        found.append(("unique_items", True))
     names = [name for name, _ in found]
     return tuple(c for c in found if names.count(c[0]) == 1 or c[0] in ("gt", "lt"))
+
+
+def _python_pattern(pattern: Any) -> bool:
+    """Whether ``pattern`` reads the same way to Python's ``re`` (checked in the kernel)."""
+    if (
+        not isinstance(pattern, str)
+        or len(pattern) > 2000
+        or "(?<" in pattern.replace("(?<=", "").replace("(?<!", "")
+    ):
+        return False  # (?<name>...) is a named group in ECMA-262, an error in Python before 3.14
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return True
+
+
+def _unchecked(
+    schema: dict[str, Any], expr: TypeExpr, checked: tuple[tuple[str, Any], ...]
+) -> tuple[str, ...]:
+    """Constraints of a property that the kernel leaves to the server, for help()."""
+    notes: list[str] = []
+    names = {name for name, _ in checked}
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and "pattern" not in names:
+        notes.append(f"pattern {pattern[:200]!r}")
+    if _bound(schema.get("multipleOf")) is not None and "multiple_of" not in names:
+        notes.append(f"multiple of {schema['multipleOf']!r}")
+    if isinstance(schema.get("format"), str):
+        notes.append(f"format {schema['format'][:60]!r}")
+    if schema.get("uniqueItems") is True and "unique_items" not in names:
+        notes.append("unique items")
+    positional = schema.get("prefixItems", schema.get("items"))
+    if isinstance(positional, list) and not isinstance(expr, TupleType):
+        notes.append("item types by position")
+    if isinstance(schema.get("patternProperties"), dict):
+        keys = ", ".join(repr(k[:60]) for k in list(schema["patternProperties"])[:3])
+        notes.append(f"keys matching {keys}")
+    return tuple(notes)
 
 
 def _length_constraints(schema: dict[str, Any], keys: dict[str, str]) -> list[tuple[str, int]]:
