@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import shutil
 import tempfile
 import time
@@ -46,6 +48,8 @@ CLOSE_GRACE = 10.0
 STDERR_TAIL_CHARS = 2000
 LOST_REASON_WAIT = 1.0
 """Seconds a call that lost its connection waits for the transport's error, to name the cause."""
+
+_log = logging.getLogger(__name__)
 
 
 def _client_info() -> Implementation:
@@ -81,6 +85,8 @@ class _Session:
     ended: bool = False
     end_reason: str | None = None
     stderr_offset: int = 0
+    notice: str | None = None
+    """For the first call that succeeds on this session: it replaced one that ended by itself."""
 
     @property
     def usable(self) -> bool:
@@ -198,9 +204,25 @@ class McpConnection:
             self._session = None
             if session is not None:
                 await self._finish(session)
+            replaced = session
             session = await self._start_session()
+            if replaced is not None:  # it ended by itself: disconnect() leaves no session behind
+                session.notice = self._restart_notice(replaced)
+                _log.warning("%s", session.notice)
             self._session = session
             return session
+
+    def _restart_notice(self, ended: _Session) -> str:
+        reason = ended.end_reason or "the connection ended"
+        if isinstance(self.config, StdioServerConfig):
+            return (
+                f"MCP server {self.name!r} had stopped ({reason}) and was restarted: "
+                "whatever it kept from earlier calls is gone"
+            )
+        return (
+            f"MCP server {self.name!r} had lost its connection ({reason}) and was reconnected "
+            "in a new session: state tied to the old session is gone"
+        )
 
     async def _start_session(self) -> _Session:
         session = _Session(ready=asyncio.get_running_loop().create_future())
@@ -372,7 +394,9 @@ class McpConnection:
             session.inflight.discard(scope)
         if raw is None:  # the scope was cancelled: the connection ended under the call
             raise McpConnectionError(await self._lost(session, tool), server=self.name)
-        return to_tool_call_result(raw, server=self.name, tool=info)
+        result = to_tool_call_result(raw, server=self.name, tool=info)
+        notice, session.notice = session.notice, None
+        return dataclasses.replace(result, notices=(notice,)) if notice else result
 
     def _call_error(self, exc: MCPError, tool: str, limit: float) -> Exception:
         if exc.code == REQUEST_TIMEOUT:

@@ -22,6 +22,8 @@ class ToolCallResult:
 
     content: list[dict[str, Any]] = field(default_factory=list)
     structured: Any = None
+    notices: tuple[str, ...] = ()
+    """What the caller should know besides the result, e.g. that the server was restarted first."""
 
     @property
     def text(self) -> str:

@@ -182,8 +182,8 @@ async def test_failed_replacement_keeps_the_old_server(clean_raw_server_config: 
         assert (await registry.call("svc", "echo", {"text": "kept"})).text == "kept"
 
 
-async def test_stdio_server_dying_while_idle_is_noticed_and_replaced_silently(
-    clean_raw_server_config: dict[str, Any],
+async def test_stdio_server_dying_while_idle_is_restarted_and_the_next_result_says_so(
+    clean_raw_server_config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     async with McpRegistry() as registry:
         await registry.add("raw", clean_raw_server_config)
@@ -195,4 +195,12 @@ async def test_stdio_server_dying_while_idle_is_noticed_and_replaced_silently(
                 break
             await asyncio.sleep(0.02)
         assert not connection.connected
-        assert int((await registry.call("raw", "pid")).text) != pid  # no error: reconnected first
+        restarted = await registry.call("raw", "pid")
+        assert int(restarted.text) != pid  # no error: reconnected first
+        (notice,) = restarted.notices
+        assert notice.startswith("MCP server 'raw' had stopped (") and "was restarted" in notice
+        assert "whatever it kept from earlier calls is gone" in notice
+        assert notice in caplog.text  # the application's log gets it too
+        assert (await registry.call("raw", "pid")).notices == ()  # said once
+        await connection.disconnect()  # closed by the application: nothing to report
+        assert (await registry.call("raw", "pid")).notices == ()
