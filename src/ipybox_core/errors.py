@@ -132,6 +132,11 @@ class SandboxUnavailable(SandboxError):
     """The OS sandbox cannot run on this machine; the message says why and how to fix it."""
 
 
+class UnsafePathError(IpyboxError, OSError):
+    """A file the application was to touch is a symlink, FIFO, device, hard link or otherwise not a
+    plain file or directory (hostile code may have planted it): refused, never followed."""
+
+
 # --- approvals ----------------------------------------------------------------------------------
 
 
