@@ -8,7 +8,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ipybox_core._safe_fs import SafeDir, anchored
 from ipybox_core.approval.request import ApprovalDecision, ApprovalRecord, ApprovalRequest
+
+_READ_LIMIT = 256 * 2**20
 
 
 class AuditLog:
@@ -18,13 +21,24 @@ class AuditLog:
     what decided (``user``, ``policy:never``, ``rule:allow github.*``, ``timeout``, ...) and the
     reason. Lines are written with a single ``write`` on an append-mode file, so several executors
     may share one log.
+
+    The log may lie where sandboxed code can write (the workspace). Its directory is resolved once,
+    here; the path below ``untrusted_below`` (when the log lies inside it: pass the workspace), or
+    else the file itself, is never followed: a symlink, FIFO, device or hard link planted there makes
+    :meth:`record` raise :class:`~ipybox_core.errors.UnsafePathError`, and no open can block.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, untrusted_below: str | os.PathLike[str] | None = None
+    ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        where = anchored(self.path, untrusted_below)
+        self._directory, self._name = where.parent, where.name
+        with SafeDir.open(self._directory, create=True):
+            pass
 
     def record(self, request: ApprovalRequest, decision: ApprovalDecision) -> ApprovalRecord:
+        """Append the record of ``request``'s decision (blocking file I/O: call it off the event loop)."""
         entry = ApprovalRecord(
             time=time.time(),
             request_id=request.id,
@@ -38,13 +52,18 @@ class AuditLog:
             edited_args=decision.arguments,
         )
         line = json.dumps(asdict(entry), default=repr, ensure_ascii=False) + "\n"
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        with SafeDir.open(self._directory) as directory:
+            directory.append(self._name, line.encode("utf-8"))
         return entry
 
     def read(self) -> list[ApprovalRecord]:
         """All records written so far (for tests and tooling)."""
-        if not self.path.exists():
+        try:
+            with SafeDir.open(self._directory) as directory:
+                if directory.lstat(self._name) is None:
+                    return []
+                data = directory.read_bytes(self._name, limit=_READ_LIMIT)
+        except FileNotFoundError:
             return []
-        with self.path.open(encoding="utf-8") as fh:
-            return [ApprovalRecord(**json.loads(line)) for line in fh if line.strip()]
+        lines = data.decode("utf-8").splitlines()
+        return [ApprovalRecord(**json.loads(line)) for line in lines if line.strip()]

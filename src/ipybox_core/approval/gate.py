@@ -52,11 +52,12 @@ class ApprovalGate:
             try:
                 decision = await request.wait(self.timeout)
             except asyncio.CancelledError:
-                self._audit(request, ApprovalDecision(False, "abandoned", "the code stopped waiting"))
+                await self._audit(request, ApprovalDecision(False, "abandoned", "the code stopped waiting"))
                 raise
-        self._audit(request, decision)
+        await self._audit(request, decision)
         return decision
 
-    def _audit(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+    async def _audit(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        """Record the decision in a worker thread: no file is opened on the event loop."""
         if self.audit is not None:
-            self.audit.record(request, decision)
+            await asyncio.shield(asyncio.to_thread(self.audit.record, request, decision))
