@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, Kernel
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
 from ipybox_core.kernel import Deadline, DisplayData, Kernel, KernelConfig, OutputCollector, StreamText
+from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
@@ -66,10 +68,14 @@ class CodeExecutor:
     ``approval`` decides which MCP calls need a decision: ``"always"`` (default), ``"never"``,
     :class:`ApprovalRules` or a callable. With ``approve_shell=True`` shell commands (``!cmd``,
     ``%%bash``) are approval requests too. ``timeout`` is the default execution timeout in seconds;
-    time spent waiting for a decision does not count against it.
+    time spent waiting for a decision does not count against it (code in other threads keeps
+    running meanwhile). ``wall_timeout`` caps an execution's wall-clock time, waits for decisions
+    included: it never pauses.
 
     The generated API goes to ``<workspace>/<api_package>`` (``from mcptools.<server> import ...``),
     or to ``api_dir`` (its last component is then the package name) to keep it out of a project.
+    A sandboxed executor without ``api_dir`` keeps it in a private host directory instead, shown
+    read-only in the sandbox: the host never writes where sandboxed code can plant links.
 
     MCP server configs may use ``${VAR}`` placeholders, filled from ``mcp_env`` (default: the
     host's environment). The kernel sees none of that: its environment is only ``kernel_env`` plus
@@ -93,6 +99,7 @@ class CodeExecutor:
         mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
         mcp_env: Mapping[str, str] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        wall_timeout: float | None = None,
         output_limit: int = 100_000,
         kernel_env: Mapping[str, str] | None = None,
         api_package: str = "mcptools",
@@ -113,8 +120,12 @@ class CodeExecutor:
             )
         self.sandbox: SandboxPolicy | None = resolve_sandbox(sandbox)
         self.timeout = timeout
+        self.wall_timeout = wall_timeout
+        self._api_package = api_package
+        self._private_api = api_dir is None and self.sandbox is not None and self.gateway is None
         self.api_root = Path(api_dir).resolve() if api_dir is not None else self.workspace / api_package
-        """Where the generated API is written; its name is the package kernel code imports from."""
+        """Where the generated API is written; its name is the package kernel code imports from.
+        (Sandboxed without ``api_dir``: a private directory, known once the executor started.)"""
         self._gate = ApprovalGate(
             approval, timeout=approval_timeout, audit=AuditLog(audit_log) if audit_log is not None else None
         )
@@ -157,8 +168,11 @@ class CodeExecutor:
         self._state = "starting"
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
-            self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
             self._runtime_dir = Path(tempfile.mkdtemp(prefix="ipybox-", dir=_short_tmp()))
+            mark_owner(self._runtime_dir)  # swept by a later start if this process dies
+            if self._private_api:
+                self.api_root = self._runtime_dir / "api" / self._api_package
+            self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
             self._toolserver = ToolServer(self._registry, self._gate)
             if self.gateway is None:
                 await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
@@ -238,12 +252,15 @@ class CodeExecutor:
         """True while an execution runs or waits for approval."""
         return self._execution is not None and not self._execution.done
 
-    def stream(self, code: str, *, timeout: float | None = None) -> Execution:
+    def stream(
+        self, code: str, *, timeout: float | None = None, wall_timeout: float | None = None
+    ) -> Execution:
         """Run ``code``; iterate the result for :class:`OutputChunk`, :class:`DisplayOutput`,
         :class:`ApprovalRequest` events and finally the :class:`ExecutionResult`.
 
         Raises :class:`ExecutorBusy` if another execution is still running: executions are not
         queued. ``timeout`` defaults to the executor's; time waiting for approval is not counted.
+        ``wall_timeout`` (default: the executor's) is a wall-clock cap that counts everything.
         """
         self._check_running()
         if self.busy:
@@ -251,9 +268,10 @@ class CodeExecutor:
                 "another execution is still running or waiting for approval; wait for it or cancel() it"
             )
         limit = timeout if timeout is not None else self.timeout
+        wall_limit = wall_timeout if wall_timeout is not None else self.wall_timeout
 
         async def drive(emit: Emit) -> ExecutionResult:
-            return await self._drive(code, limit, emit)
+            return await self._drive(code, limit, wall_limit, emit)
 
         execution = Execution(drive, self._finished, self._interrupt)
         self._execution = execution
@@ -362,10 +380,14 @@ class CodeExecutor:
         )
         return await GatewayKernel.start(gateway, config, env_files=env_files)
 
-    async def _drive(self, code: str, timeout: float | None, emit: Emit) -> ExecutionResult:
+    async def _drive(
+        self, code: str, timeout: float | None, wall_timeout: float | None, emit: Emit
+    ) -> ExecutionResult:
         assert self._kernel is not None
         kernel = self._kernel
-        deadline = Deadline(timeout) if timeout is not None else None
+        deadline = None
+        if timeout is not None or wall_timeout is not None:
+            deadline = Deadline(math.inf if timeout is None else timeout, wall_seconds=wall_timeout)
         waiting: set[str] = set()
         surfacing: set[asyncio.Future[None]] = set()
 

@@ -38,9 +38,8 @@ def finished_event(reply: dict[str, Any], started: float) -> ExecutionFinished:
 def interrupted_timeout(deadline: Deadline) -> ExecutionTimeout:
     """The error of an execution that timed out and was interrupted (state kept)."""
     return ExecutionTimeout(
-        f"the code ran longer than its {deadline.seconds:g} s timeout and was interrupted; "
-        "the kernel's state is kept",
-        timeout=deadline.seconds,
+        f"the code ran longer than its {deadline.describe()} and was interrupted; the kernel's state is kept",
+        timeout=deadline.limit,
     )
 
 
@@ -52,7 +51,7 @@ async def timeout_by_restart(
 ) -> ExecutionTimeout:
     """Restart a kernel that ignored a timeout's interrupts; the error that says so."""
     message = (
-        f"the code ran longer than its {deadline.seconds:g} s timeout and did not react to an "
+        f"the code ran longer than its {deadline.describe()} and did not react to an "
         f"interrupt within {grace:g} s (stuck in native code?); the kernel was restarted and all "
         "its state is lost"
     )
@@ -60,7 +59,7 @@ async def timeout_by_restart(
         await restart()
     except failures as exc:
         message += f" (the restart failed: {exc})"
-    return ExecutionTimeout(message, timeout=deadline.seconds)
+    return ExecutionTimeout(message, timeout=deadline.limit)
 
 
 async def wait_until_not_busy(busy: Callable[[], bool]) -> None:

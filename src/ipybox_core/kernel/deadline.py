@@ -13,14 +13,21 @@ class Deadline:
     many :meth:`resume` calls as there were :meth:`pause` calls.
 
     ``Deadline(30.0)`` → ``pause()`` / ``resume()`` around the wait → ``remaining()``, ``expired``.
+
+    ``wall_seconds`` adds a wall-clock cap that never pauses: the budget expires when either runs
+    out (``Deadline(math.inf, wall_seconds=600)`` is a pure wall-clock limit).
     """
 
-    def __init__(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError(f"a deadline needs a non-negative number of seconds, got {seconds!r}")
+    def __init__(self, seconds: float, *, wall_seconds: float | None = None) -> None:
+        if seconds < 0 or (wall_seconds is not None and wall_seconds < 0):
+            raise ValueError(
+                f"a deadline needs a non-negative number of seconds, got {seconds!r}, {wall_seconds!r}"
+            )
         self.seconds = float(seconds)
+        self.wall_seconds = None if wall_seconds is None else float(wall_seconds)
+        self._started = time.monotonic()
         self._used = 0.0
-        self._running_since: float | None = time.monotonic()
+        self._running_since: float | None = self._started
         self._pauses = 0
 
     @property
@@ -51,12 +58,33 @@ class Deadline:
 
     def remaining(self) -> float:
         """Seconds left, never negative."""
-        return max(0.0, self.seconds - self.elapsed())
+        left = self.seconds - self.elapsed()
+        if self.wall_seconds is not None:
+            left = min(left, self.wall_seconds - (time.monotonic() - self._started))
+        return max(0.0, left)
+
+    @property
+    def wall_expired(self) -> bool:
+        """Whether the wall-clock cap (if any) is used up."""
+        return self.wall_seconds is not None and time.monotonic() - self._started >= self.wall_seconds
 
     @property
     def expired(self) -> bool:
         """Whether the budget is used up."""
-        return self.elapsed() >= self.seconds
+        return self.elapsed() >= self.seconds or self.wall_expired
+
+    @property
+    def limit(self) -> float:
+        """The seconds of the limit that ran out (the wall-clock cap if it did, else the budget)."""
+        if self.wall_seconds is not None and self.wall_expired and self.elapsed() < self.seconds:
+            return self.wall_seconds
+        return self.seconds
+
+    def describe(self) -> str:
+        """What ran out, for error messages: ``"30 s timeout"`` or ``"600 s wall-clock limit"``."""
+        if self.wall_expired and not self.elapsed() >= self.seconds:
+            return f"{self.wall_seconds:g} s wall-clock limit (time waiting for approval included)"
+        return f"{self.seconds:g} s timeout"
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else "running"

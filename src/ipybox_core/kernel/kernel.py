@@ -263,7 +263,7 @@ class Kernel:
             if exit_code is not None:
                 raise KernelStartError(
                     f"the kernel exited during start-up ({_describe_exit(exit_code)})"
-                    + self._log_tail_section(wait=0.5)
+                    + self._log_tail_section(wait=2.0)
                 )
             if time.monotonic() > deadline:
                 raise KernelStartError(
@@ -292,7 +292,7 @@ class Kernel:
             if exit_code is not None:
                 raise KernelStartError(
                     f"the kernel exited during start-up ({_describe_exit(exit_code)})"
-                    + self._log_tail_section(wait=0.5)
+                    + self._log_tail_section(wait=2.0)
                 )
             now = time.monotonic()
             if now - started > timeout:
@@ -549,7 +549,7 @@ class Kernel:
             return
         if self._resources.incarnation is incarnation:
             self._resources.incarnation = None
-        tail = self._log_tail_section(wait=0.5)
+        tail = self._log_tail_section(wait=2.0)
         _discard(incarnation)
         raise KernelDied(
             f"the kernel died while running the code ({_describe_exit(exit_code)}); all its state is "

@@ -29,8 +29,18 @@ How the Linux sandbox is built, and why (each point was checked on a root-run De
   (pids, memory) where writable; ``RLIMIT_NPROC`` bounds processes for non-root callers (inside the
   user namespace it counts the sandbox's processes only).
 
-Not covered: no seccomp filter (kernel attack surface such as io_uring stays reachable); total disk
-use in the workspace is bounded per file only; see :mod:`ipybox_core.sandbox.macos` for macOS.
+* **System calls:** a seccomp filter (:mod:`._seccomp`, built with libseccomp) refuses socket
+  families other than unix, IP and netlink-route, ptrace and cross-process memory access, keyrings,
+  bpf, userfaultfd, perf events, io_uring, namespaces and mounts, module loading and kexec, and
+  foreign ABIs.
+* **The host side:** of the kernel's runtime files the sandbox sees its own socket directory
+  (writable, fresh per kernel process) and its start files (read-only); its output reaches the host
+  through a pipe, its IPython directory lives on the sandbox's own ``/tmp``, and the host reaches its
+  sockets through descriptors rather than names (see ``docs/sandbox.md``, threat model).
+
+Not covered: total disk use in the workspace is bounded per file only; the kernel runs as the
+application's user (as root: root mapped into a user namespace without capabilities); see
+:mod:`ipybox_core.sandbox.macos` for macOS.
 """
 
 from __future__ import annotations

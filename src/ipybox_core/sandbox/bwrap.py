@@ -24,11 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ipybox_core.errors import SandboxError, SandboxUnavailable
+from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
 from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
+from ipybox_core.sandbox._seccomp import seccomp_program
 from ipybox_core.sandbox.policy import SandboxPolicy
 from ipybox_core.sandbox.probe import find_bwrap, probe_sandbox
 
@@ -90,6 +92,7 @@ class BwrapLauncher:
                 "ResourceLimits(max_processes=None)."
             )
         self._private = Path(tempfile.mkdtemp(prefix="ipybox-launch-"))
+        mark_owner(self._private)
         self._deny_file = self._private / "denied"
         self._deny_file.touch(mode=0o000)
         os.chmod(self._deny_file, 0o000)
@@ -145,7 +148,13 @@ class BwrapLauncher:
         environment["IPYTHONDIR"] = SANDBOX_IPYTHON_DIR
         for key, value in environment.items():
             options += ["--setenv", key, value]
-        options_fd = _memory_file("ipybox-bwrap-options", b"".join(o.encode() + b"\0" for o in options))
+        seccomp_fd = _memory_file("ipybox-seccomp", seccomp_program())
+        try:
+            options += ["--seccomp", str(seccomp_fd)]
+            options_fd = _memory_file("ipybox-bwrap-options", b"".join(o.encode() + b"\0" for o in options))
+        except BaseException:
+            os.close(seccomp_fd)
+            raise
         argv = [
             "/bin/sh",
             "-c",
@@ -168,7 +177,7 @@ class BwrapLauncher:
             runtime_dir=spec.runtime_dir,
             ipc_dir=spec.ipc_dir,
             kernel_files=spec.kernel_files,
-            pass_fds=(*spec.pass_fds, options_fd),
+            pass_fds=(*spec.pass_fds, options_fd, seccomp_fd),
         )
 
     def _namespace_options(self) -> list[str]:

@@ -55,7 +55,7 @@ async def test_approved_calls_return_typed_results(executor: CodeExecutor) -> No
     assert [r.name for r in done.requests] == ["test.add", "test.stats", "test.echo", "test.date_range"]
     assert done.requests[3].args == {"from": "2024-01-01", "to": "2024-02-01", "class": "week"}
     assert "3 " in done.text
-    assert "mean=2.0" in done.text or "'mean': 2.0" in done.text
+    assert '"mean": 2.0' in done.text  # a result prints as indented JSON
     assert "hi" in done.text
     assert "2024-02-01" in done.text
 
@@ -483,3 +483,35 @@ async def test_api_dir_outside_the_workspace(tmp_path: Path) -> None:
         assert result.text.strip() == "3"
     assert (api_dir / "test" / "__init__.py").exists()
     assert not (tmp_path / "project" / "mcptools").exists()
+
+
+async def test_wall_timeout_ends_an_execution_whose_approval_nobody_answers(executor: CodeExecutor) -> None:
+    """The execution timeout pauses while a decision is pending; ``wall_timeout`` never pauses."""
+    code = "from mcptools.test import add\nadd(a=1, b=2)"
+    ignored: list[ApprovalRequest] = []
+
+    async def drain(execution: Any) -> ExecutionResult | BaseException:
+        try:
+            async for event in execution:
+                if isinstance(event, ApprovalRequest):
+                    ignored.append(event)  # nobody answers
+                elif isinstance(event, ExecutionResult):
+                    return event
+        except Exception as exc:
+            return exc
+        raise AssertionError("no result")
+
+    # control: with only the (pausing) timeout the execution is still waiting after 2 s
+    paused = asyncio.ensure_future(drain(executor.stream(code, timeout=0.5)))
+    await asyncio.sleep(2.0)
+    assert not paused.done() and ignored and ignored[0].pending
+    await executor.cancel()
+    await paused
+
+    ignored.clear()
+    outcome = await asyncio.wait_for(drain(executor.stream(code, timeout=0.5, wall_timeout=1.0)), 30)
+    assert isinstance(outcome, ExecutionTimeout), outcome
+    assert "1 s wall-clock limit" in str(outcome)
+    assert ignored and not ignored[0].pending
+    assert not executor.busy
+    assert (await executor.execute("print('usable')")).text.strip() == "usable"
