@@ -34,6 +34,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implem
 from pydantic import ValidationError
 
 from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout, UnknownToolError
+from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._transports import open_transport
@@ -268,6 +269,7 @@ class McpConnection:
             return None
         if self._log_dir is None:
             self._log_dir = Path(tempfile.mkdtemp(prefix="ipybox-mcp-"))
+            mark_owner(self._log_dir)
         path = self.stderr_log
         assert path is not None
         path.parent.mkdir(parents=True, exist_ok=True)

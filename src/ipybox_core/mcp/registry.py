@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ipybox_core.errors import UnknownToolError
+from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp.config import McpServerConfig, parse_server_config
 from ipybox_core.mcp.connection import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpConnection
 from ipybox_core.mcp.results import ToolCallResult
@@ -59,6 +60,7 @@ class McpRegistry:
         """The directory holding the stdio servers' stderr logs."""
         if self._log_dir is None:
             self._log_dir = Path(tempfile.mkdtemp(prefix="ipybox-mcp-"))
+            mark_owner(self._log_dir)
         return self._log_dir
 
     def connection(self, server: str) -> McpConnection:
