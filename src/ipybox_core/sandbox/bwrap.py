@@ -25,7 +25,6 @@ from pathlib import Path
 
 from ipybox_core.errors import SandboxError, SandboxUnavailable
 from ipybox_core.kernel._stale_dirs import mark_owner
-from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
 from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
@@ -93,7 +92,6 @@ class BwrapLauncher:
                 "ResourceLimits(max_processes=None)."
             )
         self._private = Path(tempfile.mkdtemp(prefix="ipybox-launch-"))
-        mark_owner(self._private)
         mark_owner(self._private)
         self._deny_file = self._private / "denied"
         self._deny_file.touch(mode=0o000)
