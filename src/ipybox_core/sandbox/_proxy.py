@@ -19,6 +19,7 @@ from pathlib import Path
 
 _HEAD_LIMIT = 64 * 1024
 _DEFAULT_PORTS = (80, 443)
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 
 
 class HostFilter:
@@ -170,9 +171,10 @@ def _connect(host: str, port: int) -> socket.socket:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     if not literal:
         for *_, address in infos:
-            ip = ipaddress.ip_address(address[0])
-            if ip.is_loopback or ip.is_link_local or ip.is_unspecified:
-                raise PermissionError(f"{host} resolves to the local address {ip} (allow the IP itself)")
+            if reaches_host_itself(str(address[0])):
+                raise PermissionError(
+                    f"{host} resolves to the local address {address[0]} (allow the IP itself)"
+                )
     last: OSError | None = None
     for family, kind, proto, _, address in infos:
         sock = socket.socket(family, kind, proto)
@@ -186,6 +188,31 @@ def _connect(host: str, port: int) -> socket.socket:
         sock.settimeout(None)
         return sock
     raise last or OSError(f"no address for {host}")
+
+
+def reaches_host_itself(address: str) -> bool:
+    """Whether a connection to the IP ``address`` stays on this machine or its link.
+
+    Loopback, link-local, unspecified and ``0.0.0.0/8`` (Linux connects ``0.0.0.0`` to the host
+    itself), also when written as an IPv4-mapped (``::ffff:127.0.0.1``) or IPv4-compatible
+    (``::127.0.0.1``) IPv6 address: Python before 3.13 does not see through those. ``address`` is
+    what ``getaddrinfo`` returned, so spellings such as ``127.1``, ``0x7f.1`` or ``2130706433`` arrive
+    here already as ``127.0.0.1``.
+    """
+    ip = ipaddress.ip_address(address.partition("%")[0])
+    candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            candidates.append(ip.ipv4_mapped)
+        elif int(ip) >> 32 == 0:
+            candidates.append(ipaddress.IPv4Address(int(ip)))
+    return any(
+        item.is_loopback
+        or item.is_link_local
+        or item.is_unspecified
+        or (isinstance(item, ipaddress.IPv4Address) and item in _THIS_NETWORK)
+        for item in candidates
+    )
 
 
 def _is_ip(host: str) -> bool:
