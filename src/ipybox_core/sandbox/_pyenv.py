@@ -29,12 +29,25 @@ class PythonPaths:
 
 
 def find_executable(program: str, env: Mapping[str, str]) -> Path | None:
-    """``program`` as an absolute path (looked up on the launch environment's ``PATH``)."""
+    """``program`` as an absolute path without ``..`` (looked up on the launch environment's ``PATH``).
+
+    A ``..`` would be resolved inside the sandbox, where the directory before it may not exist
+    (``/home/me/project/../venv/bin/python`` with only the venv visible): the directory part is
+    resolved here instead; the file name is kept (a venv's ``python`` is a symlink that must stay one).
+    """
     if os.sep in program:
         path = Path(program)
-        return path.absolute() if path.exists() else None
+        return without_dotdot(path) if path.exists() else None
     found = shutil.which(program, path=env.get("PATH", os.defpath))
-    return Path(found).absolute() if found else None
+    return without_dotdot(Path(found)) if found else None
+
+
+def without_dotdot(path: Path) -> Path:
+    """``path`` made absolute, its directory resolved when it contains ``..`` (the name is kept)."""
+    path = path.absolute()
+    if ".." not in path.parts:
+        return path
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def python_environment_paths(executable: Path, env: Mapping[str, str]) -> PythonPaths:
@@ -45,6 +58,7 @@ def python_environment_paths(executable: Path, env: Mapping[str, str]) -> Python
     (editable installs) and ``PYTHONPATH``. Only existing directories are returned. A result is
     reused for :data:`ENVIRONMENT_TTL` seconds.
     """
+    executable = without_dotdot(executable)
     key = (executable, env.get("PYTHONPATH", ""))
     now = time.monotonic()
     with _lock:
