@@ -24,7 +24,7 @@ from typing import Any
 from agents import Agent, ModelSettings, Runner, RunResultStreaming, set_tracing_disabled
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
-from ipybox_core import ApprovalRules, CodeExecutor, ExecutionEvent, OutputChunk
+from ipybox_core import ApprovalRules, CodeExecutor, ExecutionEvent, OutputChunk, ask_approval
 from ipybox_integrations.openai_agents import CodeActionTool
 
 DEMO_SERVER = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}
@@ -72,14 +72,6 @@ def print_live(event: ExecutionEvent) -> None:
     """Kernel output as the code prints it."""
     if isinstance(event, OutputChunk):
         print("".join(f"  | {line}\n" for line in event.text.splitlines()), end="", flush=True)
-
-
-async def ask(question: str, auto: bool) -> bool:
-    if auto:
-        print(f"{question} [y/N] y (auto)")
-        return True
-    answer = await asyncio.to_thread(input, f"{question} [y/N] ")
-    return answer.strip().lower() in {"y", "yes"}
 
 
 async def show_stream(result: RunResultStreaming) -> None:
@@ -131,7 +123,8 @@ async def main() -> int:
             while result.interruptions:
                 state = result.to_state()
                 for item in result.interruptions:
-                    if await ask(f"  approve? {code.describe(item)}", auto):
+                    request = code.request_for(item)  # the held MCP call: server, tool, args, hints
+                    if request is not None and await ask_approval(request, auto=auto):
                         state.approve(item)
                     else:
                         state.reject(item, rejection_message="the user said no")

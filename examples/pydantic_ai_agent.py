@@ -39,7 +39,7 @@ from pydantic_ai import (
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from ipybox_core import CodeExecutor
+from ipybox_core import CodeExecutor, ask_approval
 from ipybox_integrations.pydantic_ai import (
     CodeAction,
     CodeOutput,
@@ -112,14 +112,7 @@ class TerminalApprover:
         self.auto = auto
 
     async def decide(self, approval: PendingApproval) -> Decision:
-        arguments = ", ".join(f"{key}={value!r}" for key, value in approval.args.items())
-        hint = " (read-only)" if approval.read_only else " (destructive)" if approval.destructive else ""
-        question = f"  approve {approval.name}({arguments}){hint}? [y/N] "
-        if self.auto:
-            print(f"{question}y (auto)")
-            return Decision.approve()
-        answer = await asyncio.to_thread(input, question)
-        if answer.strip().lower() in {"y", "yes"}:
+        if await ask_approval(approval, auto=self.auto):  # "approve shop.place_order(...)? [y/N]"
             return Decision.approve()
         return Decision.reject("the user said no")
 

@@ -15,7 +15,7 @@ import asyncio
 import sys
 import tempfile
 
-from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult, OutputChunk
+from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult, OutputChunk, ask_approval
 
 SHOP = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}  # an MCP server (stdio)
 
@@ -37,13 +37,7 @@ async def main(auto_approve: bool) -> None:
 
             async for event in executor.stream(CODE):
                 if isinstance(event, ApprovalRequest):  # the code waits at this MCP call
-                    question = f"approve {event.name}({event.args})? [y/N] "
-                    if auto_approve:
-                        print(question + "y (auto)")
-                        answer = "y"
-                    else:
-                        answer = await asyncio.to_thread(input, question)
-                    if answer.strip().lower() == "y":
+                    if await ask_approval(event, auto=auto_approve):  # "approve shop.place_order(...)? [y/N]"
                         await event.accept()
                     else:
                         await event.reject("the user said no")  # PermissionError in the code

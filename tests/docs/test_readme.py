@@ -77,8 +77,8 @@ def test_demo_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     out = done.stdout
     assert "(stdin is not a terminal: approving tool calls automatically)" in out
-    assert "approve shop.list_products(category='books') (read-only)? [y/N] y (auto)" in out
-    assert "approve shop.place_order(product_id='b-101', quantity=1)? [y/N] y (auto)" in out
+    assert "approve shop.list_products(category='books') [read-only]? [y/N] y (auto)" in out
+    assert "approve shop.place_order(product_id='b-101', quantity=1) [destructive]? [y/N] y (auto)" in out
     assert "ordered 'Structure and Interpretation of Computer Programs': ord-1001" in out
     assert out.rstrip().endswith("done.")
     # the demo ran from the fresh copy, not from this checkout

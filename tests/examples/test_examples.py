@@ -34,20 +34,20 @@ def test_quickstart_approves_both_calls_without_a_terminal() -> None:
     assert "(approving every MCP call automatically)" in out
     assert "def place_order(*, product_id: str, quantity: int = 1) -> Order:" in out  # the API reference
     lines = [
-        "approve shop.list_products({'category': 'books', 'in_stock_only': True})? [y/N] y (auto)",
-        "approve shop.place_order({'product_id': 'b-101', 'quantity': 1})? [y/N] y (auto)",
+        "approve shop.list_products(category='books', in_stock_only=True) [read-only]? [y/N] y (auto)",
+        "approve shop.place_order(product_id='b-101', quantity=1) [destructive]? [y/N] y (auto)",
         "ordered 'Structure and Interpretation of Computer Programs' for 48.0 USD: ord-1001",
     ]
     for line in lines:
         assert line in out
-    documented("quickstart.md", lines[2])
+    documented("quickstart.md", lines[0].removesuffix(" (auto)"), lines[1].removesuffix(" (auto)"), lines[2])
 
 
 def test_quickstart_in_a_terminal_asks_and_a_rejection_reaches_the_code() -> None:
     out = run_in_terminal("quickstart.py", ["y", "n"])
     assert "approving" not in out
-    assert "approve shop.list_products({'category': 'books', 'in_stock_only': True})? [y/N] y" in out
-    assert "approve shop.place_order({'product_id': 'b-101', 'quantity': 1})? [y/N] n" in out
+    assert "approve shop.list_products(category='books', in_stock_only=True) [read-only]? [y/N] y" in out
+    assert "approve shop.place_order(product_id='b-101', quantity=1) [destructive]? [y/N] n" in out
     # the rejection is a PermissionError in the agent's code, printed as its traceback
     assert "PermissionError: shop.place_order was rejected: the user said no" in out
     assert "ordered 'Structure" not in out

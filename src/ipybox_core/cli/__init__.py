@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run two code actions against a bundled demo MCP server (a shop); you approve "
         "each MCP call in the terminal.",
     )
-    demo.add_argument("--yes", action="store_true", help="approve every tool call without asking")
+    demo.add_argument("--yes", "-y", action="store_true", help="approve every tool call without asking")
     demo.set_defaults(handler=_demo)
     run.add_parser(commands)
     gen.add_parser(commands)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import CodeExecutor, DisplayOutput, ExecutionResult, OutputChunk
+from ipybox_core.terminal import ask_approval
+
+NO_ANSWER = "no answer (end of input): the call was rejected; the demo ends here"
 
 DEMO_CELLS = [
     # 1: read-only calls, data processed in the kernel instead of in a model's context
@@ -32,17 +35,6 @@ except PermissionError as rejected:
 ]
 
 
-async def _ask(request: ApprovalRequest, auto: bool) -> bool:
-    arguments = ", ".join(f"{k}={v!r}" for k, v in request.args.items())
-    hint = " (read-only)" if request.annotations.read_only_hint else ""
-    question = f"  approve {request.name}({arguments}){hint}? [y/N] "
-    if auto:
-        print(f"{question}y (auto)")
-        return True
-    answer = await asyncio.to_thread(input, question)
-    return answer.strip().lower() in {"y", "yes"}
-
-
 async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None) -> int:
     """Run the demo; returns a process exit code."""
     if not auto_approve and not sys.stdin.isatty():
@@ -60,22 +52,31 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
             for number, code in enumerate(DEMO_CELLS, 1):
                 print(f"\n--- code action {number} ---\n{_indent(code)}")
                 partial = ""
+                no_answer = False
                 async for event in executor.stream(code):
                     if isinstance(event, ApprovalRequest):
-                        if await _ask(event, auto_approve):
+                        answer = await ask_approval(event, auto=auto_approve)
+                        if answer:
                             await event.accept()
                         else:
-                            await event.reject("the user said no")
+                            no_answer = answer is None
+                            await event.reject("no answer" if no_answer else "the user said no")
                     elif isinstance(event, OutputChunk):
                         partial += event.text  # print whole lines only: chunks may split one
                         lines, _, partial = partial.rpartition("\n")
                         if lines:
-                            print(_indent(lines))
+                            print(_indent(lines), end="")
                     elif isinstance(event, DisplayOutput):
                         print(_indent(event.text))
                     elif isinstance(event, ExecutionResult):
                         if partial:
-                            print(_indent(partial))
+                            print(_indent(partial), end="")
+                        if no_answer:
+                            print(NO_ANSWER)
+                            return 1
+                        if event.error is not None and event.error.ename == "PermissionError":
+                            print(f"code action {number} stopped: {event.error.evalue}; the demo ends here")
+                            return 0
                         if event.error is not None:
                             print(_indent(event.error.traceback))
                             return 1

@@ -60,6 +60,13 @@ class PendingApproval:
         """``server.tool`` for MCP calls, ``shell`` for shell commands."""
         return f"{self.server}.{self.tool}" if self.kind == "mcp" else "shell"
 
+    @property
+    def hints(self) -> list[str]:
+        """The tool's annotations worth showing an approver: ``"read-only"``, ``"destructive"``."""
+        return [
+            name for name, flag in (("read-only", self.read_only), ("destructive", self.destructive)) if flag
+        ]
+
 
 @dataclass(frozen=True)
 class Decision:

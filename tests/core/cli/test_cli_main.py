@@ -41,9 +41,12 @@ def test_the_installed_entry_point_runs(tmp_path: Path) -> None:
 
 
 def test_demo_runs_to_the_end(tmp_path: Path) -> None:
-    done = ipybox("demo", "--yes", cwd=tmp_path, timeout=180)
+    done = ipybox("demo", "-y", cwd=tmp_path, timeout=180)
     assert done.returncode == 0, done.stderr
-    assert "approve shop.place_order(" in done.stdout and "y (auto)" in done.stdout
+    assert (
+        "approve shop.place_order(product_id='b-101', quantity=1) [destructive]? [y/N] y (auto)"
+        in done.stdout
+    )
     assert done.stdout.rstrip().endswith("done.")
 
 

@@ -44,8 +44,8 @@ def test_mcp_calls_are_approved_with_answers_on_stdin(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["first", "rejected: echo.echo was rejected: the user said no"]
     assert "connecting to MCP server 'echo'" in done.stderr
-    assert 'approve echo.echo(text="first")? [y/N]' in done.stderr
-    assert 'approve echo.echo(text="second")? [y/N]' in done.stderr
+    assert "approve echo.echo(text='first')? [y/N] y\n" in done.stderr
+    assert "approve echo.echo(text='second')? [y/N] n\n" in done.stderr
 
 
 def test_without_a_terminal_calls_are_rejected_with_a_hint_and_yes_approves(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_without_a_terminal_calls_are_rejected_with_a_hint_and_yes_approves(tmp_
     done = ipybox("run", "-", "--config", str(config), "--yes", stdin=CALL_TWICE, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["first"]  # no rejection
-    assert 'approve echo.echo(text="second")? yes (--yes)' in done.stderr
+    assert "approve echo.echo(text='second')? [y/N] y (--yes)" in done.stderr
 
 
 def test_a_timeout_exits_3(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from example_runner import run_example
 
 APPROVALS = [
-    "approve shop.list_products(category='books') (read-only)? [y/N] y (auto)",
-    "approve shop.exchange_rate(currency='EUR') (read-only)? [y/N] y (auto)",
-    "approve shop.place_order(product_id='b-101', quantity=1) (destructive)? [y/N] y (auto)",
+    "approve shop.list_products(category='books') [read-only]? [y/N] y (auto)",
+    "approve shop.exchange_rate(currency='EUR') [read-only]? [y/N] y (auto)",
+    "approve shop.place_order(product_id='b-101', quantity=1) [destructive]? [y/N] y (auto)",
 ]
 ORDERED = "ordered 'Structure and Interpretation of Computer Programs': ord-1001, 44.16 EUR"
 
