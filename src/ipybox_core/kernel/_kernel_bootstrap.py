@@ -22,6 +22,95 @@ from typing import Any
 TRUNCATION_MIME = "application/vnd.ipybox.output-truncated+json"
 """A display message with ``{"omitted_chars": N}``: N characters of stream output were dropped."""
 
+DISPLAY_OMITTED_MIME = "application/vnd.ipybox.display-omitted+json"
+"""A display message with ``{"displays": N, "trimmed": N, "size": N, "mime_types": [...]}``: rich
+output the kernel dropped (whole displays, displays that lost parts, characters, which types)."""
+
+DISPLAY_ALLOWANCE = 4_000_000
+"""Characters of display data an execution may send beyond ``output_limit`` (plots must fit)."""
+
+
+def display_budget(output_limit: int) -> int:
+    """Characters of display data (MIME parts and metadata, images as base64) per execution."""
+    return max(0, output_limit) + DISPLAY_ALLOWANCE
+
+
+_END = object()
+
+
+def data_size(value: Any, cap: int) -> int:
+    """Roughly the length of ``value`` as JSON (bytes count as base64); stops counting above ``cap``.
+
+    Iterative (no recursion on deep nesting) and at most linear in ``cap`` for containers.
+    """
+    size = 0
+    stack: list[Any] = [iter((value,))]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if isinstance(item, str):
+            size += len(item) + 2
+        elif isinstance(item, (bytes, bytearray)):
+            size += 4 * ((len(item) + 2) // 3) + 2
+        elif isinstance(item, dict):
+            size += 2
+            stack.append(iter(item.items()))
+        elif isinstance(item, (list, tuple)):
+            size += 2 + len(item)
+            stack.append(iter(item))
+        else:
+            size += 8
+        if size > cap:
+            return size
+    return size
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail around a line that
+    says how many were omitted, all within ``limit`` (the host's format: it passes it unchanged)."""
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - 64)
+    head, tail = room // 2, room - room // 2
+    omitted = len(text) - head - tail
+    return text[:head] + f"\n[... {omitted:,} characters omitted ...]\n" + text[len(text) - tail :]
+
+
+def fit_display(
+    data: dict[str, Any], metadata: Any, room: int
+) -> tuple[dict[str, Any], Any, int, list[str], int]:
+    """The part of a display that fits in ``room`` characters: all of it, or else its smallest MIME
+    parts first, then the metadata if it still fits (``{}`` if not).
+
+    Returns the kept data, the kept metadata, the size used, the dropped MIME types and their size
+    (with the dropped metadata's). The host applies the same rule to what a kernel sends.
+    """
+    sizes = {mime: len(str(mime)) + data_size(value, room) for mime, value in data.items()}
+    meta_size = data_size(metadata, room) if metadata else 0
+    total = sum(sizes.values()) + meta_size
+    if total <= room:
+        return data, metadata, total, [], 0
+    kept: dict[str, Any] = {}
+    used = dropped_size = 0
+    dropped: list[str] = []
+    for mime in sorted(sizes, key=sizes.__getitem__):
+        if used + sizes[mime] <= room:
+            kept[mime] = data[mime]
+            used += sizes[mime]
+        else:
+            dropped.append(str(mime))
+            dropped_size += sizes[mime]
+    kept_metadata: Any = metadata
+    if meta_size:
+        if kept and used + meta_size <= room:
+            used += meta_size
+        else:
+            kept_metadata = {}
+            dropped_size += meta_size
+    return kept, kept_metadata, used, dropped, dropped_size
+
 
 def bootstrap(*, workspace: str | None, shell_approval: bool, output_limit: int) -> None:
     """Prepare the kernel: crash dumps to the log, import caches, cwd reset, shell hook, output cap."""
@@ -53,6 +142,7 @@ def bootstrap(*, workspace: str | None, shell_approval: bool, output_limit: int)
         _install_shell_approval(shell)
 
     _install_output_cap(shell, output_limit)
+    _install_display_cap(shell, output_limit)
 
 
 def _install_output_cap(shell: Any, limit: int) -> None:
@@ -132,6 +222,74 @@ def _install_output_cap(shell: Any, limit: int) -> None:
             capped(stream)
     shell.events.register("pre_execute", reset)
     shell.events.register("post_execute", release)
+
+
+def _install_display_cap(shell: Any, limit: int) -> None:
+    """Send at most ``display_budget(limit)`` characters of display data per execution.
+
+    Covers ``display(...)`` (and updates, and figures) and the cell's result value. Text parts
+    longer than ``limit`` keep their head and tail. A display that does not fit loses its largest
+    MIME parts (all of them if nothing fits); a small display
+    message says what was dropped. Hostile code can bypass this: the host enforces the same budget.
+    """
+    budget = display_budget(limit)
+    lock = threading.Lock()
+    left = [budget]
+    markers = (TRUNCATION_MIME, DISPLAY_OMITTED_MIME)
+    publish = shell.display_pub.publish
+
+    def admit(data: dict[str, Any], metadata: Any) -> tuple[dict[str, Any], Any, dict[str, Any] | None]:
+        # Long text keeps its head and tail (the host would cut it the same way).
+        data = {
+            mime: truncate_text(value, limit)
+            if isinstance(value, str) and isinstance(mime, str) and mime.startswith("text/")
+            else value
+            for mime, value in data.items()
+        }
+        with lock:
+            kept, kept_metadata, used, dropped, dropped_size = fit_display(data, metadata, left[0])
+            left[0] -= used
+        if not dropped and not dropped_size:
+            return kept, kept_metadata, None
+        report = {
+            "displays": 0 if kept else 1,
+            "trimmed": 1 if kept else 0,
+            "size": dropped_size,
+            "mime_types": dropped,
+        }
+        return kept, kept_metadata, {DISPLAY_OMITTED_MIME: report}
+
+    def capped_publish(data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(data, dict) or any(marker in data for marker in markers):
+            return publish(data, metadata, *args, **kwargs)
+        kept, kept_metadata, report = admit(data, metadata)
+        result = publish(kept, kept_metadata, *args, **kwargs) if kept else None
+        if report is not None:
+            publish(report)
+        return result
+
+    shell.display_pub.publish = capped_publish
+
+    hook = shell.displayhook
+    write_format_data = getattr(hook, "write_format_data", None)
+    if write_format_data is not None:
+
+        def capped_write_format_data(format_dict: Any, md_dict: Any = None) -> Any:
+            if not isinstance(format_dict, dict):
+                return write_format_data(format_dict, md_dict)
+            kept, kept_metadata, report = admit(format_dict, md_dict)
+            if report is not None:
+                publish(report)
+            # An empty bundle is not sent (ipykernel's finish_displayhook checks the data).
+            return write_format_data(kept, kept_metadata)
+
+        hook.write_format_data = capped_write_format_data
+
+    def reset(*_: object) -> None:
+        with lock:
+            left[0] = budget
+
+    shell.events.register("pre_execute", reset)
 
 
 def _wait_for_captured_fd_output(timeout: float = 1.0) -> None:

@@ -1,4 +1,5 @@
-"""Bounds the stream text one execution yields: a live head, a held-back tail, a count in between."""
+"""Bounds what one execution yields: stream text (a live head, a held-back tail, a count in between)
+and rich display data (one budget for all displays; what does not fit is dropped and reported)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,62 @@ from collections import deque
 from itertools import groupby
 from operator import itemgetter
 
-from ipybox_core.kernel.events import KernelEvent, OutputTruncated, StreamName, StreamText
+from ipybox_core.kernel._kernel_bootstrap import display_budget, fit_display
+from ipybox_core.kernel.events import (
+    DisplayData,
+    DisplayOmitted,
+    KernelEvent,
+    OutputTruncated,
+    StreamName,
+    StreamText,
+)
+
+_ZMQ_FRAME_SLACK = 1 << 16
+
+
+def max_iopub_frame_bytes(output_limit: int) -> int:
+    """The largest iopub message frame an honest kernel sends with this output limit.
+
+    Its displays and stream writes are capped inside the kernel; JSON takes at most 6 bytes per
+    character. For ``zmq.MAXMSGSIZE`` on the host's iopub socket: a larger frame is not read.
+    """
+    return 6 * (display_budget(output_limit) + max(0, output_limit)) + _ZMQ_FRAME_SLACK
+
+
+class DisplayBudget:
+    """One execution's allowance for display data, spent in the order displays arrive.
+
+    A display that does not fit keeps its smallest MIME parts that do (the same rule the kernel
+    applies to itself) and is followed by a :class:`DisplayOmitted` event.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def admit(self, display: DisplayData) -> list[KernelEvent]:
+        """``display`` (or what of it fits), then a :class:`DisplayOmitted` if anything was cut."""
+        kept, metadata, used, dropped, dropped_size = fit_display(
+            dict(display.data), display.metadata, self.left
+        )
+        self.left -= used
+        if not dropped and not dropped_size:
+            return [display]
+        omitted = DisplayOmitted(
+            displays=0 if kept else 1,
+            trimmed=1 if kept else 0,
+            size=dropped_size,
+            mime_types=tuple(dropped),
+        )
+        if not kept:
+            return [omitted]
+        trimmed = DisplayData(
+            data=kept,
+            metadata=metadata,
+            is_result=display.is_result,
+            display_id=display.display_id,
+            is_update=display.is_update,
+        )
+        return [trimmed, omitted]
 
 
 class StreamLimiter:
@@ -14,9 +70,11 @@ class StreamLimiter:
 
     :meth:`feed` returns what may be yielded right away; :meth:`finish` returns the end of the
     output (an :class:`OutputTruncated` event and the kept tail) once the execution is over.
+    :attr:`displays` bounds the execution's display data (``output_limit`` + a constant).
     """
 
     def __init__(self, limit: int) -> None:
+        self.displays = DisplayBudget(display_budget(limit))
         self._live_left = limit
         self._tail_limit = limit // 2
         self._tail: deque[tuple[StreamName, str]] = deque()

@@ -108,6 +108,26 @@ class OutputTruncated:
 
 
 @dataclass(frozen=True)
+class DisplayOmitted:
+    """Rich output was dropped to respect the output limit.
+
+    The MIME data and metadata of every display (and update, and result value) of one execution
+    share one budget: ``output_limit`` plus 4,000,000 characters (base64 for images), so that
+    ordinary plots always arrive. What does not fit is dropped, the smallest MIME parts of a
+    display kept first; this event says what went missing.
+    """
+
+    displays: int = 0
+    """Displays dropped whole."""
+    trimmed: int = 0
+    """Displays that lost some of their MIME parts (the rest was delivered)."""
+    size: int = 0
+    """Characters of MIME data and metadata dropped (base64 for images)."""
+    mime_types: tuple[str, ...] = ()
+    """The MIME types that were dropped."""
+
+
+@dataclass(frozen=True)
 class ExecutionFinished:
     """The last event of every execution that ran to its end."""
 
@@ -118,6 +138,12 @@ class ExecutionFinished:
 
 
 KernelEvent: TypeAlias = (
-    StreamText | DisplayData | ClearOutput | ExecutionError | OutputTruncated | ExecutionFinished
+    StreamText
+    | DisplayData
+    | ClearOutput
+    | ExecutionError
+    | OutputTruncated
+    | DisplayOmitted
+    | ExecutionFinished
 )
 """Everything :meth:`Kernel.execute` can yield."""
