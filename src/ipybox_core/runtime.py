@@ -214,7 +214,7 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
     while True:
         conn, reused = _connection()
         try:
-            conn.request("POST", path, body=body, headers=headers)
+            _send(conn, path, body, headers)
             response = conn.getresponse()
             status = response.status
             raw = _read_final_line(response)
@@ -250,6 +250,14 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
     _raise(str(error.get("type", "")), str(error.get("message", "")), server, tool)
 
 
+def _send(conn: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]) -> None:
+    # The server may hang up before reading the whole request, having answered first (a body over
+    # its size limit, too many connections): getresponse() then reads that answer, or fails like a
+    # lost connection.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.request("POST", path, body=body, headers=headers)
+
+
 def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or replaced stream must not break the call
@@ -279,4 +287,6 @@ def _raise(kind: str, message: str, server: str, tool: str) -> NoReturn:
         raise LookupError(message)
     if kind == "bad_request":
         raise ValueError(message)
+    if kind == "unavailable":
+        raise ToolServerUnavailable(message)
     raise RuntimeError(message or f"tool server error ({kind})")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import itertools
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -20,6 +22,12 @@ from ipybox_core.errors import McpServerError, McpTimeout, ToolError, UnknownToo
 from ipybox_core.mcp.types import ToolInfo
 
 logger = logging.getLogger("ipybox.toolserver")
+
+MAX_JSON_DEPTH = 400
+"""Deepest nesting of arrays and objects a request body may have (the JSON parser recurses)."""
+
+_PARSE_IN_THREAD_ABOVE = 64 * 1024  # bodies this large are checked and parsed off the event loop
+_CLOSE = {"connection": "close"}  # for answers given before the request body was read to its end
 
 
 class ToolCallOutcome(Protocol):
@@ -48,18 +56,36 @@ class ToolBackend(Protocol):
 class _Failure:
     type: str
     message: str
+    status: int = 400
+    close: bool = False  # the body was not read to its end: the connection cannot be reused
+
+    def response(self) -> Response:
+        return Response(
+            error_line(self.type, self.message),
+            status_code=self.status,
+            headers=_CLOSE if self.close else None,
+        )
 
 
 def _line(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, ensure_ascii=False, default=repr).encode() + b"\n"
 
 
-def _error(kind: str, message: str) -> bytes:
+def error_line(kind: str, message: str) -> bytes:
+    """The protocol's error line (``{"ok": false, "error": {...}}``), as the runtime raises it."""
     return _line({"ok": False, "error": {"type": kind, "message": message}})
 
 
-def build_app(backend: ToolBackend, gate: ApprovalGate, token: str, heartbeat: float) -> Starlette:
-    """The ASGI app: token check, approval gate, then the backend."""
+def build_app(
+    backend: ToolBackend,
+    gate: ApprovalGate,
+    token: str,
+    heartbeat: float,
+    *,
+    max_request_bytes: int,
+    body_timeout: float,
+) -> Starlette:
+    """The ASGI app: token check, bounded body, approval gate, then the backend."""
 
     expected = f"Bearer {token}".encode()
 
@@ -67,27 +93,32 @@ def build_app(backend: ToolBackend, gate: ApprovalGate, token: str, heartbeat: f
         return hmac.compare_digest(request.headers.get("authorization", "").encode(), expected)
 
     async def read_body(request: Request, *keys: str) -> dict[str, Any] | _Failure:
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return _Failure("bad_request", "request body is not JSON")
+        raw = await _read_limited(request, max_request_bytes, body_timeout)
+        if isinstance(raw, _Failure):
+            return raw
+        if len(raw) > _PARSE_IN_THREAD_ABOVE:  # keep other sessions' calls moving meanwhile
+            body = await asyncio.to_thread(_parse_json, raw)
+        else:
+            body = _parse_json(raw)
+        if isinstance(body, _Failure):
+            return body
         if not isinstance(body, dict) or any(not isinstance(body.get(key), str) for key in keys):
             return _Failure("bad_request", f"request body needs string fields {', '.join(keys)}")
         return body
 
     async def call(request: Request) -> Response:
         if not authorized(request):
-            return Response(_error("unauthorized", "invalid token"), status_code=401)
+            return _Failure("unauthorized", "invalid token", 401, close=True).response()
         body = await read_body(request, "server", "tool")
         if isinstance(body, _Failure):
-            return Response(_error(body.type, body.message), status_code=400)
+            return body.response()
         server, tool, arguments = body["server"], body["tool"], body.get("arguments") or {}
         if not isinstance(arguments, dict):
-            return Response(_error("bad_request", "arguments must be a JSON object"), status_code=400)
+            return Response(error_line("bad_request", "arguments must be a JSON object"), status_code=400)
         try:
             info = backend.tool(server, tool)
         except UnknownToolError as exc:
-            return Response(_error("unknown_tool", str(exc)))
+            return Response(error_line("unknown_tool", str(exc)))
         approval = ApprovalRequest(
             kind="mcp", server=server, tool=tool, args=arguments, annotations=info.annotations
         )
@@ -95,10 +126,10 @@ def build_app(backend: ToolBackend, gate: ApprovalGate, token: str, heartbeat: f
 
     async def shell(request: Request) -> Response:
         if not authorized(request):
-            return Response(_error("unauthorized", "invalid token"), status_code=401)
+            return _Failure("unauthorized", "invalid token", 401, close=True).response()
         body = await read_body(request, "command")
         if isinstance(body, _Failure):
-            return Response(_error(body.type, body.message), status_code=400)
+            return body.response()
         approval = ApprovalRequest(kind="shell", server="", tool="shell", args={"command": body["command"]})
         return _streamed(lambda: _approved_shell(gate, approval), heartbeat)
 
@@ -107,22 +138,100 @@ def build_app(backend: ToolBackend, gate: ApprovalGate, token: str, heartbeat: f
     )
 
 
+def _too_large(limit: int) -> _Failure:
+    return _Failure(
+        "bad_request",
+        f"request too large: the tool server accepts at most {limit} bytes per call "
+        "(max_request_bytes); pass large data another way, e.g. as a file",
+        413,
+        close=True,
+    )
+
+
+async def _read_limited(request: Request, limit: int, timeout: float) -> bytes | _Failure:
+    """The request body, read chunk by chunk and given up as soon as it is known to exceed ``limit``.
+
+    An announced ``Content-Length`` over the limit is refused before a byte of the body is read; a
+    body without one (chunked) is refused at the first chunk past the limit. Either way the answer
+    closes the connection, so the rest of the body is never read.
+    """
+    announced = request.headers.get("content-length")
+    if announced is not None and announced.isdigit() and int(announced) > limit:
+        return _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        return _Failure("bad_request", f"request body not received within {timeout:g} s", 408, close=True)
+    except ClientDisconnect:
+        return _Failure("bad_request", "the client went away while sending the request", close=True)
+    return b"".join(chunks)
+
+
+# A string runs to its closing quote, or to the end of the body when unterminated: every quote
+# starts a match, so the scan stays linear (a pattern that can fail retries at each escaped quote).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_NESTING_STEP = [0] * 256
+for _byte in b"[{":
+    _NESTING_STEP[_byte] = 1
+for _byte in b"]}":
+    _NESTING_STEP[_byte] = -1
+
+
+def _json_too_deep(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether UTF-8 JSON ``raw`` nests arrays/objects deeper than ``limit``, found without recursion.
+
+    Strings are cut out first, ended as the parser ends them (brackets inside do not nest), then a
+    running sum over the remaining brackets gives the depth the parser would reach. Invalid JSON
+    may be over-counted; it is refused either way.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False  # not enough openings to get that deep: the common case, no scan
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    if brackets.count(b"[") + brackets.count(b"{") <= limit:
+        return False
+    return max(itertools.accumulate(map(_NESTING_STEP.__getitem__, brackets))) > limit
+
+
+def _parse_json(raw: bytes) -> Any:
+    """The parsed body, or a :class:`_Failure` for non-UTF-8, too deeply nested or invalid JSON."""
+    try:
+        text = raw.decode("utf-8")  # only then does every ASCII byte stand for itself (for the scan)
+    except UnicodeDecodeError:
+        return _Failure("bad_request", "request body is not UTF-8 JSON")
+    if _json_too_deep(raw):
+        return _Failure(
+            "bad_request", f"request body is nested deeper than {MAX_JSON_DEPTH} levels of arrays/objects"
+        )
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _Failure("bad_request", "request body is not JSON")
+
+
 async def _approved_call(backend: ToolBackend, gate: ApprovalGate, approval: ApprovalRequest) -> bytes:
     decision = await gate.decide(approval)
     if not decision.approved:
         kind = "approval_timeout" if decision.decided_by == "timeout" else "rejected"
-        return _error(kind, f"{approval.name} was rejected: {decision.reason or 'no reason given'}")
+        return error_line(kind, f"{approval.name} was rejected: {decision.reason or 'no reason given'}")
     arguments = decision.arguments if decision.arguments is not None else approval.args
     try:
         result = await backend.call(approval.server, approval.tool, arguments)
     except ToolError as exc:
-        return _error("tool_error", str(exc))
+        return error_line("tool_error", str(exc))
     except McpTimeout as exc:
-        return _error("timeout", str(exc))
+        return error_line("timeout", str(exc))
     except McpServerError as exc:
-        return _error("server_error", str(exc))
+        return error_line("server_error", str(exc))
     except UnknownToolError as exc:
-        return _error("unknown_tool", str(exc))
+        return error_line("unknown_tool", str(exc))
     return _line({"ok": True, "result": {"structured": result.structured, "content": result.content}})
 
 
@@ -130,7 +239,7 @@ async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest) -> byte
     decision = await gate.decide(approval)
     if not decision.approved:
         kind = "approval_timeout" if decision.decided_by == "timeout" else "rejected"
-        return _error(kind, f"shell command rejected: {decision.reason or 'no reason given'}")
+        return error_line(kind, f"shell command rejected: {decision.reason or 'no reason given'}")
     return _line({"ok": True, "result": {}})
 
 
@@ -147,7 +256,7 @@ def _streamed(work: Callable[[], Awaitable[bytes]], heartbeat: float) -> Streami
             return await work()
         except Exception as exc:  # a bug must still produce an answer, never a dropped connection
             logger.exception("tool server: unexpected error")
-            return _error("internal", f"internal tool server error: {type(exc).__name__}: {exc}")
+            return error_line("internal", f"internal tool server error: {type(exc).__name__}: {exc}")
 
     async def body() -> AsyncIterator[bytes]:
         task = asyncio.ensure_future(guarded())

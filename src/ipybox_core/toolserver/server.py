@@ -9,14 +9,102 @@ import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ipybox_core.approval import ApprovalGate
-from ipybox_core.toolserver._app import ToolBackend, build_app
+from ipybox_core.toolserver._app import ToolBackend, build_app, error_line
 
 HEARTBEAT_SECONDS = 5.0
 """Interval of the keep-alive lines sent while a call waits (see ``runtime.LOST_HOST_AFTER``)."""
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""Default largest request body (a tool call's JSON) the server reads; larger ones are refused."""
+
+MAX_CONNECTIONS = 64
+"""Default number of connections one tool server (one kernel) may hold open at once."""
+
+IDLE_TIMEOUT = 60.0
+"""Default seconds a connection may stay open without a request being handled (and the time a
+client has to send a request body); the kernel's runtime reconnects transparently."""
+
+
+class _BoundedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a cap on open connections and an idle timeout.
+
+    A connection beyond ``max_connections`` is answered with a one-line error and closed at once,
+    so a flood costs the application no lasting file descriptor. A connection that has no request
+    being handled is closed ``idle_timeout`` seconds after it opened or answered its last request;
+    bytes that trickle in without completing a request do not extend that.
+    """
+
+    max_connections = MAX_CONNECTIONS
+    idle_timeout = IDLE_TIMEOUT
+    _refused = False
+    _idle: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if len(self.connections) >= self.max_connections:
+            self._refused = True
+            self.transport = cast(asyncio.Transport, transport)
+            self.transport.write(_refusal(self.max_connections))
+            self.transport.close()
+            return
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm_idle_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._refused:
+            super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_idle_timer()
+
+    def _arm_idle_timer(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = self.loop.call_later(self.idle_timeout, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        self._idle = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a request is being handled (or its body read, under the body timeout)
+        self.transport.close()
+
+
+def _refusal(limit: int) -> bytes:
+    line = error_line(
+        "unavailable",
+        f"too many connections to the ipybox tool server: it accepts at most {limit} at once from "
+        "this kernel (max_connections); close idle ones (e.g. finish threads that called tools)",
+    )
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/x-ndjson\r\n"
+        f"content-length: {len(line)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + line
+
+
+def _protocol_class(max_connections: int, idle_timeout: float) -> type[H11Protocol]:
+    """A :class:`_BoundedH11` with this server's limits (each server counts its own connections)."""
+
+    class Bounded(_BoundedH11):
+        pass
+
+    Bounded.max_connections = max_connections
+    Bounded.idle_timeout = idle_timeout
+    return Bounded
 
 
 class _QuietServer(uvicorn.Server):
@@ -33,13 +121,38 @@ class ToolServer:
     Every request must carry the token; every call passes the :class:`ApprovalGate` before it
     reaches the backend. Start it with :meth:`start_unix` (the default, local kernels) or
     :meth:`start_tcp` (kernels on other machines; optionally TLS).
+
+    What the kernel can cost the application is bounded: a request body over ``max_request_bytes``
+    is refused without being read, JSON nested deeper than 400 levels is refused, at most
+    ``max_connections`` connections are held open at once (more are answered with an error and
+    closed), and a connection without a request being handled is closed after ``idle_timeout``
+    seconds (also the time allowed to send a request body).
     """
 
     def __init__(
-        self, backend: ToolBackend, gate: ApprovalGate, *, heartbeat: float = HEARTBEAT_SECONDS
+        self,
+        backend: ToolBackend,
+        gate: ApprovalGate,
+        *,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
+        if max_request_bytes < 1 or max_connections < 1 or idle_timeout <= 0:
+            raise ValueError("max_request_bytes, max_connections and idle_timeout must be positive")
         self.token = secrets.token_urlsafe(32)
-        self._app = build_app(backend, gate, self.token, heartbeat)
+        self._app = build_app(
+            backend,
+            gate,
+            self.token,
+            heartbeat,
+            max_request_bytes=max_request_bytes,
+            body_timeout=idle_timeout,
+        )
+        self._protocol = _protocol_class(max_connections, idle_timeout)
+        self._idle_timeout = idle_timeout
+        self._backlog = max(8, min(max_connections, 128))
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._address: str | None = None
@@ -92,15 +205,19 @@ class ToolServer:
         if self._server is not None:
             sock.close()
             raise RuntimeError("the tool server is already running")
-        sock.listen(128)
+        # asyncio accepts up to ``backlog`` connections per wake-up (and listens again with it):
+        # keeping it near the connection limit bounds the descriptors a flood holds even briefly.
+        sock.listen(self._backlog)
         sock.setblocking(False)
         config = uvicorn.Config(
             self._app,
+            http=self._protocol,
             log_level="warning",
             access_log=False,
             lifespan="off",
-            timeout_keep_alive=300,
+            timeout_keep_alive=max(1, round(self._idle_timeout)),
             timeout_graceful_shutdown=1,
+            backlog=self._backlog,
         )
         server = _QuietServer(config)
         if ssl_context is not None:
