@@ -206,7 +206,12 @@ async def test_dropped_connection_abandons_approval_and_cancels_the_call(served:
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         sock.sendall(head.encode() + body)
-        sock.recv(1)  # first heartbeat byte: the call is running
+        sock.settimeout(30)
+        answer = b""
+        while b"\r\n\r\n1\r\n\n" not in answer:  # the first heartbeat (a chunk of one "\n"): the
+            data = sock.recv(4096)  # call is running (the headers come before the approval is decided)
+            assert data, answer
+            answer += data
         sock.close()
 
     await in_thread(send_and_hang_up)
