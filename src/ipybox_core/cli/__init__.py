@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments, server_command = _split_server_command(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = parser.parse_args(arguments)
+        args, unknown = parser.parse_known_args(arguments)
+        if unknown:  # reported with the usage of the subcommand they were given to
+            _subcommand(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
         if server_command is not None:
             if args.command != "gen":
                 parser.error('"-- CMD ARGS..." is only for "ipybox gen"')
@@ -74,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(error, console)
     return code
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
 
 
 def _split_server_command(argv: list[str]) -> tuple[list[str], list[str] | None]:

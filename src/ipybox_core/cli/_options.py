@@ -51,6 +51,9 @@ def sandbox_setting(args: argparse.Namespace) -> bool | Path:
     if args.sandbox_config is not None:
         if not args.sandbox_config.is_file():
             raise UsageError(f"sandbox config file {str(args.sandbox_config)!r} does not exist")
+        from ipybox_core.sandbox import SandboxPolicy
+
+        SandboxPolicy.from_file(args.sandbox_config)  # a mistake in it is reported before anything starts
         return Path(args.sandbox_config)
     return bool(args.sandbox)
 

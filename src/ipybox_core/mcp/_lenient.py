@@ -214,6 +214,10 @@ class _StreamWrapper:
         return getattr(self._inner, name)
 
 
+class _StdoutGarbage(Exception):
+    """A stdio server wrote a line that is not JSON-RPC: the stream ends here."""
+
+
 _END_OF_STREAM = (StopAsyncIteration, anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
@@ -231,7 +235,10 @@ class _RepairingReadStream(_StreamWrapper):
         except _END_OF_STREAM:
             self._owner.mark_closed()
             raise
-        return self._owner.repair(item)
+        try:
+            return self._owner.repair(item)
+        except _StdoutGarbage:
+            raise anyio.EndOfStream from None
 
     def __aiter__(self) -> _RepairingReadStream:
         return self
@@ -242,7 +249,10 @@ class _RepairingReadStream(_StreamWrapper):
         except _END_OF_STREAM:
             self._owner.mark_closed()
             raise
-        return self._owner.repair(item)
+        try:
+            return self._owner.repair(item)
+        except _StdoutGarbage:
+            raise StopAsyncIteration from None
 
 
 class _RecordingWriteStream(_StreamWrapper):
@@ -262,10 +272,21 @@ class _RecordingWriteStream(_StreamWrapper):
 class LenientTransport:
     """Wrap ``inner`` (any mcp ``Transport``) so off-spec results are repaired (see module docs)."""
 
-    def __init__(self, inner: Transport, *, server: str, on_closed: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Transport,
+        *,
+        server: str,
+        on_closed: Callable[[], None] | None = None,
+        strict_stdout: bool = False,
+    ) -> None:
         self._inner = inner
         self._server = server
         self._on_closed = on_closed
+        self._strict_stdout = strict_stdout
+        self.stdout_garbage: str | None = None
+        """With ``strict_stdout`` (a stdio server): the first line that was not a JSON-RPC message;
+        the stream ends there instead of waiting for answers that cannot come."""
         self.methods: dict[str, str] = {}
         """Method of each request still waiting for its response, by request id."""
         self.protocol_version: str | None = None
@@ -286,6 +307,10 @@ class LenientTransport:
 
     def repair(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
         if not isinstance(item, SessionMessage):
+            if self._strict_stdout and isinstance(item, ValueError):
+                self.stdout_garbage = _offending_line(item)
+                self.mark_closed()
+                raise _StdoutGarbage
             return item
         message = item.message
         if isinstance(message, JSONRPCError):
@@ -306,3 +331,12 @@ class LenientTransport:
         except Exception:  # a repair must never break the connection; the session validates anyway
             logger.exception("repairing a %s result from MCP server %r failed", method, self._server)
         return item
+
+
+def _offending_line(error: ValueError) -> str:
+    """The stdout line a parse error is about (pydantic keeps it as the error's input)."""
+    line: Any = str(error)
+    if isinstance(error, ValidationError) and error.errors():
+        line = error.errors()[0].get("input", line)
+    text = line if isinstance(line, str) else json.dumps(line, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TextIO
@@ -16,6 +17,16 @@ from ipybox_core.mcp.config import HttpServerConfig, McpServerConfig, SseServerC
 
 SSE_READ_TIMEOUT = 300.0
 """Seconds without any event (servers send keep-alive pings) before an SSE stream counts as dead."""
+
+
+class _DropStdoutParseErrors(logging.Filter):
+    """The SDK logs a traceback for every non-JSON stdout line; the connection reports the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to parse JSONRPC message")
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_DropStdoutParseErrors())
 
 
 def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float) -> Transport:

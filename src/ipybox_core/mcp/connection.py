@@ -73,6 +73,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 @dataclass(eq=False)
 class _Session:
     """One attempt to connect and, if it succeeds, the live connection it holds."""
@@ -260,6 +266,23 @@ class McpConnection:
     def _what(self) -> str:
         return f"{self.config.transport}: {self.config.describe()}"
 
+    def _hint(self, failure: BaseException) -> str:
+        """What to do about a stdio server that is missing or exits (docs/troubleshooting.md)."""
+        if not isinstance(self.config, StdioServerConfig):
+            return ""
+        leaves = _leaves(failure)
+        if any(isinstance(leaf, FileNotFoundError) for leaf in leaves):
+            return (
+                " (the command is not on the application's PATH: use an absolute path, "
+                "sys.executable for Python servers)"
+            )
+        if any(isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED for leaf in leaves):
+            return (
+                " (the server exited: its stderr says why, e.g. a missing API key or package; a stdio "
+                "server gets only HOME, LOGNAME, PATH, SHELL, TERM, USER and its config's env)"
+            )
+        return ""
+
     def _with_stderr(self, message: str, session: _Session) -> str:
         tail = self.stderr_tail(session.stderr_offset)
         return f"{message}\n--- server stderr (last lines) ---\n{tail}" if tail else message
@@ -283,11 +306,15 @@ class McpConnection:
         """Own one connection from connect to close; never raises (except on its own cancellation)."""
         errlog = self._open_errlog(session)
         failure: BaseException | None = None
+        transport: LenientTransport | None = None
         try:
             with session.abort:
                 inner = open_transport(self.config, errlog=errlog, connect_timeout=self.connect_timeout)
                 transport = LenientTransport(
-                    inner, server=self.name, on_closed=lambda: session.end("the server closed the connection")
+                    inner,
+                    server=self.name,
+                    on_closed=lambda: session.end("the server closed the connection"),
+                    strict_stdout=isinstance(self.config, StdioServerConfig),
                 )
                 client = Client(transport, mode=self.config.protocol, cache=None, client_info=_client_info())
                 async with client:
@@ -305,12 +332,18 @@ class McpConnection:
             failure = exc
         finally:
             session.ended = True
-            if failure is not None:  # the transport's own error says more than "closed"
-                session.end_reason = _describe(failure)
+            garbage = transport.stdout_garbage if transport is not None else None
+            if garbage is not None:  # the cause, whatever the session made of the stream's end
+                session.end_reason = (
+                    f"the server wrote non-protocol output on stdout (MCP stdio servers must write only "
+                    f"JSON-RPC messages there, and log to stderr); first offending line: {garbage!r}"
+                )
+            elif failure is not None:  # the transport's own error says more than "closed"
+                session.end_reason = _describe(failure) + self._hint(failure)
             for scope in list(session.inflight):
                 scope.cancel()
             if not session.ready.done():
-                reason = _describe(failure) if failure is not None else "the connection ended"
+                reason = session.end_reason if failure is not None or garbage else "the connection ended"
                 session.ready.set_exception(
                     McpConnectionError(
                         self._with_stderr(

@@ -181,7 +181,11 @@ class SandboxPolicy(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(f"invalid sandbox policy {file}:\n{exc}") from exc
+            problems = _problems(exc)
+            if len(problems) == 1:
+                raise ConfigError(f"invalid sandbox policy {file}: {problems[0]}") from None
+            listed = "".join(f"\n  {problem}" for problem in problems)
+            raise ConfigError(f"invalid sandbox policy {file} ({len(problems)} problems):{listed}") from None
 
     def resolved_home(self) -> Path:
         """The home directory ``~`` refers to."""
@@ -216,3 +220,19 @@ def resolve_sandbox(value: bool | SandboxPolicy | str | os.PathLike[str] | None)
     raise ConfigError(
         f"invalid sandbox setting {value!r}: use True/False, a SandboxPolicy or a policy file path"
     )
+
+
+def _problems(error: ValidationError) -> list[str]:
+    """One ``key.path: problem`` line per validation error, without pydantic's URLs."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+        if problem["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown setting")
+            continue
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        value = problem.get("input")
+        if isinstance(value, (str, int, float, bool)) and problem["type"] != "missing":
+            message += f" (got {value!r})"
+        lines.append(f"{where}: {message}")
+    return lines
