@@ -22,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ipybox_core import ApprovalRequest, CodeExecutor, OutputChunk
+from ipybox_core import ApprovalRequest, CodeExecutor, OutputChunk, ask_approval
 from ipybox_core.kernel.gateway import GatewayConfig
 
 SHOP = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}
@@ -39,7 +39,7 @@ async def run_on_gateway(url: str, token: str, workspace: Path) -> None:
         async with ex.stream(CODE) as execution:
             async for event in execution:  # the same events as with a local kernel
                 if isinstance(event, ApprovalRequest):
-                    print(f"approve {event.name}({event.args})? y (auto)")
+                    await ask_approval(event, auto=True)  # prints the question, answered "y (auto)"
                     await event.accept()
                 elif isinstance(event, OutputChunk):
                     print(event.text, end="")

@@ -240,5 +240,5 @@ def test_gateway_example_runs_code_on_a_kernel_gateway() -> None:
     if importlib.util.find_spec("kernel_gateway") is None or importlib.util.find_spec("websockets") is None:
         assert "the gateway extra is not installed: pip install -e '.[gateway]'" in out
         return
-    assert "approve shop.list_products({'category': 'games'})? y (auto)" in out
+    assert "approve shop.list_products(category='games') [read-only]? [y/N] y (auto)" in out
     assert "2 games" in out  # the demo shop has two games: the MCP call went through the tool server
