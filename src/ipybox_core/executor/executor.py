@@ -127,7 +127,9 @@ class CodeExecutor:
         """Where the generated API is written; its name is the package kernel code imports from.
         (Sandboxed without ``api_dir``: a private directory, known once the executor started.)"""
         self._gate = ApprovalGate(
-            approval, timeout=approval_timeout, audit=AuditLog(audit_log) if audit_log is not None else None
+            approval,
+            timeout=approval_timeout,
+            audit=AuditLog(audit_log, untrusted_below=self.workspace) if audit_log is not None else None,
         )
         self._mcp_env = mcp_env
         self._registry = McpRegistry(

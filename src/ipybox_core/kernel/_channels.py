@@ -12,6 +12,7 @@ import zmq.asyncio
 from jupyter_client.session import DELIM, Session
 
 from ipybox_core.kernel._ipc_paths import PinnedSockets
+from ipybox_core.kernel._kernel_bootstrap import DISPLAY_OMITTED_MIME
 from ipybox_core.kernel._launch import ConnectionInfo
 
 Message = dict[str, Any]
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 # zmq retries connecting every RECONNECT_IVL ms until the kernel has bound its sockets; the default
 # (100 ms) would add up to that much to every start.
 _RECONNECT_IVL_MS = 10
+_IOPUB_RCVHWM = 8
 
 
 CHANNELS = ("shell", "iopub", "control")
@@ -33,9 +35,16 @@ class KernelChannels:
     through those descriptors rather than by path; they own and close them.
     """
 
-    def __init__(self, connection: ConnectionInfo, pinned: PinnedSockets | None = None) -> None:
+    def __init__(
+        self,
+        connection: ConnectionInfo,
+        pinned: PinnedSockets | None = None,
+        *,
+        max_message_bytes: int | None = None,
+    ) -> None:
         self.session = Session(key=connection.key.encode(), signature_scheme="hmac-sha256")
         self._pinned = pinned
+        self._max_message_bytes = max_message_bytes
 
         def address(channel: str) -> str:
             if pinned is None:
@@ -56,6 +65,9 @@ class KernelChannels:
         socket.setsockopt(zmq.RECONNECT_IVL, _RECONNECT_IVL_MS)
         if kind == zmq.SUB:
             socket.setsockopt(zmq.SUBSCRIBE, b"")
+            # Few whole messages queued here: a flood waits in the kernel's send queue (its memory),
+            # not in the application's. Set before connect(), or it does not apply.
+            socket.setsockopt(zmq.RCVHWM, _IOPUB_RCVHWM)
         socket.connect(address)
         return socket
 
@@ -74,14 +86,34 @@ class KernelChannels:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
             self._timeouts[socket] = timeout_ms
         try:
-            frames: list[bytes] = await socket.recv_multipart(copy=True)
+            raw: list[zmq.Frame] = await socket.recv_multipart(copy=False)
         except zmq.Again:
             return None
+        frames = [frame.bytes for frame in raw]
+        size = sum(len(frame) for frame in frames)
         try:
+            if self._max_message_bytes is not None and size > self._max_message_bytes:
+                return self._oversized(frames, size)
             return self._decode(frames)
-        except (ValueError, KeyError, IndexError) as exc:  # unsigned, wrongly signed or malformed
-            logger.warning("dropped an unreadable kernel message: %s", exc)
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:  # unsigned or malformed
+            logger.warning("dropped an unreadable kernel message: %s", type(exc).__name__)
             return None
+
+    def _oversized(self, frames: list[bytes], size: int) -> Message:
+        """A signed message too large to parse becomes a report that a display was omitted (its
+        header is parsed, its content never is)."""
+        parts = frames[frames.index(DELIM) + 1 :]
+        if not hmac.compare_digest(parts[0], self.session.sign(parts[1:5])):
+            raise ValueError("invalid message signature")
+        header = json.loads(parts[1])
+        logger.warning("omitted a kernel message of %d bytes (over %d)", size, self._max_message_bytes)
+        report = {"displays": 1, "trimmed": 0, "size": size, "mime_types": []}
+        return {
+            "header": header,
+            "msg_type": "display_data",
+            "parent_header": json.loads(parts[2]),
+            "content": {"data": {DISPLAY_OMITTED_MIME: report}, "metadata": {}},
+        }
 
     def _decode(self, frames: list[bytes]) -> Message:
         """Check the signature and parse a message.

@@ -47,7 +47,7 @@ from ipybox_core.kernel._launch import (
     write_connection_file,
 )
 from ipybox_core.kernel._process import KernelProcess, OutputTail, _ProcStat
-from ipybox_core.kernel._stream_limit import StreamLimiter
+from ipybox_core.kernel._stream_limit import StreamLimiter, max_iopub_frame_bytes
 from ipybox_core.kernel._text import strip_ansi
 from ipybox_core.kernel._timeout_guard import TimeoutGuard
 from ipybox_core.kernel._traceback import hidden_path_prefixes
@@ -233,7 +233,10 @@ class Kernel:
             process.kill()
             files.remove_process_files(generation)
             raise
-        incarnation = _Incarnation(process, KernelChannels(connection, pinned), connection, generation, files)
+        channels = KernelChannels(
+            connection, pinned, max_message_bytes=max_iopub_frame_bytes(self.config.output_limit)
+        )
+        incarnation = _Incarnation(process, channels, connection, generation, files)
         self._resources.incarnation = incarnation
         try:
             await self._wait_ready(incarnation)

@@ -12,7 +12,7 @@ from pathlib import Path
 from ipybox_core.errors import SandboxError
 from ipybox_core.kernel.launcher import LaunchSpec
 from ipybox_core.sandbox import _boot
-from ipybox_core.sandbox._pyenv import find_executable
+from ipybox_core.sandbox._pyenv import find_executable, without_dotdot
 from ipybox_core.sandbox.policy import ResourceLimits
 
 DROPPED_ENV = frozenset(
@@ -100,11 +100,13 @@ def boot_command(
     argv = list(spec.argv)
     module_at = module_index(argv)
     if module_at is not None:
-        return [argv[0], *argv[1:module_at], "-c", boot_source(), config, *argv[module_at:]]
+        python = find_executable(argv[0], spec.env)  # bwrap runs the path as given: no ".." in it
+        return [str(python or argv[0]), *argv[1:module_at], "-c", boot_source(), config, *argv[module_at:]]
     program = find_executable(argv[0], spec.env) if argv else None
     if program is None:
         raise SandboxError(f"cannot find the kernel program {argv[:1]!r} on the launch PATH")
-    return [sys.executable, "-c", boot_source(), config, "--exec", str(program), *argv[1:]]
+    interpreter = str(without_dotdot(Path(sys.executable)))
+    return [interpreter, "-c", boot_source(), config, "--exec", str(program), *argv[1:]]
 
 
 def check_private_runtime_dir(spec: LaunchSpec) -> None:

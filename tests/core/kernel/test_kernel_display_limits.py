@@ -269,9 +269,7 @@ def test_raw_displays_that_bypass_the_kernel_cap_cost_the_host_nothing_lasting()
     # The flood was dropped: the events carried at most the budget, the host keeps ~nothing of it.
     assert result["forwarded"] <= display_budget(limit)
     assert result["omitted_displays"] == count
-    assert (
-        f"parts of {count} displays omitted ({count * (size + 2 + 9):,} characters of image/png)"
-        in (result["text"])
-    )
-    assert "raw 11" in result["text"] and "sent" in result["text"]
+    # each message is over the largest frame an honest kernel sends: dropped unparsed at the channel
+    assert f"[... {count} displays omitted (" in result["text"], result["text"]
+    assert "sent" in result["text"]
     assert result["kept_growth_mb"] < 150, result

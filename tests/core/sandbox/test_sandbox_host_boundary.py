@@ -272,3 +272,24 @@ async def test_the_sandboxed_kernel_runs_under_the_seccomp_filter(tmp_path: Path
     # control: the same kernel code without the sandbox gets its vsock socket
     async with CodeExecutor(workspace=workspace, approval="never") as unsandboxed:
         assert (await unsandboxed.execute(VSOCK_PROBE)).text.strip() == "created"
+
+
+async def test_a_sandboxed_kernel_starts_from_an_interpreter_path_with_dotdot(tmp_path: Path) -> None:
+    """The ``..`` climbs through /tmp/pytest-of-..., which the sandbox's private /tmp does not show."""
+    require_bwrap()
+    import sys
+
+    from ipybox_core.kernel import Kernel, KernelConfig
+    from ipybox_core.sandbox import BwrapLauncher
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    python = os.path.join(tmp_path, *[".."] * (len(tmp_path.parts) - 1), sys.executable.lstrip("/"))
+    assert ".." in python and os.path.samefile(python, sys.executable)
+    launcher = BwrapLauncher(POLICY, workspace=workspace)
+    kernel = await Kernel.start(KernelConfig(cwd=workspace, launcher=launcher, python=python))
+    try:
+        assert (await kernel.run("print(1 + 1)")).text == "2\n"
+    finally:
+        await kernel.shutdown(now=True)
+        launcher.close()
