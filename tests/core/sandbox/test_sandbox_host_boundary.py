@@ -10,10 +10,12 @@ planted thing is really there and would have done harm had the host followed it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -293,3 +295,76 @@ async def test_a_sandboxed_kernel_starts_from_an_interpreter_path_with_dotdot(tm
     finally:
         await kernel.shutdown(now=True)
         launcher.close()
+
+
+APPLICATION = """
+import asyncio, json, sys, tempfile
+from ipybox_core import CodeExecutor
+
+async def main():
+    async with CodeExecutor(workspace=sys.argv[1], sandbox=True, approval="never") as executor:
+        await executor.register_mcp_server("test", json.loads(sys.argv[2]))
+        await executor.execute("x = 1")
+        print(json.dumps({"token": executor._toolserver.token, "kernel": executor._kernel.pid}), flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def _ipybox_dirs() -> set[Path]:
+    return {path for path in Path(tempfile.gettempdir()).glob("ipybox-*") if path.is_dir()}
+
+
+def _owner(directory: Path) -> int | None:
+    try:
+        return int((directory / ".ipybox-owner").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _files_holding(token: bytes, roots: set[Path]) -> list[Path]:
+    found = []
+    for root in roots:
+        for dirpath, _, filenames in os.walk(root):
+            for name in filenames:
+                path = Path(dirpath) / name
+                with contextlib.suppress(OSError):
+                    if path.is_file() and not path.is_symlink() and token in path.read_bytes():
+                        found.append(path)
+    return found
+
+
+async def test_a_killed_application_leaves_nothing_readable_and_the_next_start_sweeps_it(
+    tmp_path: Path,
+) -> None:
+    require_bwrap()
+    import json
+    import subprocess
+    import sys
+
+    before = _ipybox_dirs()
+    app = subprocess.Popen(
+        [sys.executable, "-c", APPLICATION, str(tmp_path / "ws"), json.dumps(STDIO_SERVER)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(app.stdout.readline), 120)  # type: ignore[union-attr]
+        started = json.loads(line)
+        left = {path for path in _ipybox_dirs() - before if _owner(path) == app.pid}
+        assert len(left) >= 3, "the application made its private directories (executor, kernel, launcher)"
+    finally:
+        app.kill()  # SIGKILL: no cleanup runs
+        app.wait()
+    for _ in range(100):  # the kernel (--die-with-parent) and the stdio server follow it
+        if not Path(f"/proc/{started['kernel']}").exists():
+            break
+        await asyncio.sleep(0.1)
+    assert not Path(f"/proc/{started['kernel']}").exists()
+    leftovers = {path for path in left if path.exists()}
+    assert leftovers, "control: a killed application cannot remove its directories"
+    assert _files_holding(started["token"].encode(), leftovers) == []
+    async with CodeExecutor(workspace=tmp_path / "ws2", sandbox=True):
+        pass
+    assert {path for path in leftovers if path.exists()} == set()
