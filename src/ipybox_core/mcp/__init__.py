@@ -10,7 +10,9 @@ async with McpRegistry(connect_timeout=30, call_timeout=300) as registry:
 
 from __future__ import annotations
 
-from ipybox_core.mcp._lenient import McpCompatibilityWarning
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ipybox_core.mcp.config import (
     HttpServerConfig,
     McpServerConfig,
@@ -19,10 +21,20 @@ from ipybox_core.mcp.config import (
     load_mcp_config,
     parse_server_config,
 )
-from ipybox_core.mcp.connection import McpConnection
 from ipybox_core.mcp.registry import McpRegistry
-from ipybox_core.mcp.results import ToolCallResult
 from ipybox_core.mcp.types import ToolAnnotations, ToolInfo
+
+if TYPE_CHECKING:
+    from ipybox_core.mcp._lenient import McpCompatibilityWarning
+    from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.results import ToolCallResult
+
+# These import the MCP client library (most of a second): loaded on first use, not with the package.
+_LAZY = {
+    "McpCompatibilityWarning": "ipybox_core.mcp._lenient",
+    "McpConnection": "ipybox_core.mcp.connection",
+    "ToolCallResult": "ipybox_core.mcp.results",
+}
 
 __all__ = [
     "HttpServerConfig",
@@ -38,3 +50,12 @@ __all__ = [
     "load_mcp_config",
     "parse_server_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ipybox_core.mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -40,10 +40,9 @@ from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._transports import open_transport
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
 from ipybox_core.mcp.results import ToolCallResult, to_tool_call_result
-from ipybox_core.mcp.types import ToolInfo
+from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolInfo
 
-DEFAULT_CONNECT_TIMEOUT = 30.0
-DEFAULT_CALL_TIMEOUT = 300.0
+__all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "McpConnection"]
 CLOSE_GRACE = 10.0
 """Seconds a closing connection may take (a stdio server gets 2 s after EOF, then SIGTERM, SIGKILL)."""
 STDERR_TAIL_CHARS = 2000

@@ -8,14 +8,16 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ipybox_core.errors import UnknownToolError
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp.config import McpServerConfig, parse_server_config
-from ipybox_core.mcp.connection import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpConnection
-from ipybox_core.mcp.results import ToolCallResult
-from ipybox_core.mcp.types import ToolInfo
+from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolInfo
+
+if TYPE_CHECKING:  # the MCP client library takes most of a second to import: loaded on first connect
+    from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.results import ToolCallResult
 
 
 class McpRegistry:
@@ -85,6 +87,8 @@ class McpRegistry:
             ConfigError: the config is invalid or uses an unset ``${VAR}``.
             McpConnectionError: the server could not be started, reached or listed.
         """
+        from ipybox_core.mcp.connection import McpConnection
+
         parsed = parse_server_config(name, config, environ=self._environ)
         connection = McpConnection(
             name,

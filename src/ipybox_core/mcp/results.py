@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from mcp.types import CallToolResult
+from typing import TYPE_CHECKING, Any
 
 from ipybox_core.errors import ToolError
 from ipybox_core.mcp.types import ToolInfo
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""Seconds to connect to an MCP server and list its tools, unless its config says otherwise."""
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds one MCP tool call may take, unless its server's config says otherwise."""
+
 
 @dataclass(frozen=True)
 class ToolAnnotations:
