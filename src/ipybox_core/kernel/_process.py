@@ -6,24 +6,25 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-_LOG_TAIL_BYTES = 16384
+import psutil
 
-_PROC = Path("/proc")
+_LOG_TAIL_BYTES = 16384
 
 
 @dataclass(frozen=True)
 class _ProcStat:
+    """A process as seen at one moment; ``start_time`` tells it from a later process with its pid."""
+
     pid: int
     ppid: int
-    pgid: int
-    sid: int
-    start_time: int
+    pgid: int | None
+    sid: int | None
+    start_time: float
 
 
 class OutputTail:
@@ -139,25 +140,17 @@ class KernelProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGINT)
 
-    def descendants(self, table: Sequence[_ProcStat] | None = None) -> list[_ProcStat]:
-        """The processes started by the kernel, directly or not (Linux; empty elsewhere)."""
-        if table is None:
-            table = _process_table()
-        children: dict[int, list[_ProcStat]] = {}
-        for stat in table:
-            children.setdefault(stat.ppid, []).append(stat)
-        found: list[_ProcStat] = []
-        stack = [self.pid]
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                found.append(child)
-                stack.append(child.pid)
-        return found
+    def descendants(self) -> list[_ProcStat]:
+        """The processes started by the kernel, directly or not."""
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        return [stat for stat in map(_stat_of, children) if stat is not None]
 
     def _victims(self, known_descendants: Sequence[_ProcStat]) -> list[_ProcStat]:
-        table = _process_table()
-        victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants(table))}
-        for stat in table:
+        victims = {stat.pid: stat for stat in (*known_descendants, *self.descendants())}
+        for stat in _process_table():
             if stat.pgid == self.pid or stat.sid == self.pid:
                 victims.setdefault(stat.pid, stat)
         return list(victims.values())
@@ -190,48 +183,40 @@ class KernelProcess:
 
 
 def _process_table() -> list[_ProcStat]:
-    if not sys.platform.startswith("linux"):
-        return []
-    table: list[_ProcStat] = []
-    for entry in os.scandir(_PROC):
-        if entry.name.isdigit():
-            stat = _read_stat(int(entry.name))
-            if stat is not None:
-                table.append(stat)
-    return table
+    """Every process this user may see (others' process group or session may be unknown)."""
+    return [stat for stat in map(_stat_of, psutil.process_iter()) if stat is not None]
 
 
-def _read_stat(pid: int) -> _ProcStat | None:
+def _stat_of(process: psutil.Process) -> _ProcStat | None:
     try:
-        raw = (_PROC / str(pid) / "stat").read_bytes()
-    except OSError:
+        with process.oneshot():
+            ppid, start_time = process.ppid(), process.create_time()
+    except psutil.Error:
         return None
-    # The command name (field 2) is in parentheses and may contain spaces or parentheses itself.
-    fields = raw[raw.rfind(b")") + 2 :].split()
+    return _ProcStat(
+        pid=process.pid,
+        ppid=ppid,
+        pgid=_id_of(os.getpgid, process.pid),
+        sid=_id_of(os.getsid, process.pid),
+        start_time=start_time,
+    )
+
+
+def _id_of(get: Callable[[int], int], pid: int) -> int | None:
     try:
-        return _ProcStat(
-            pid=pid,
-            ppid=int(fields[1]),
-            pgid=int(fields[2]),
-            sid=int(fields[3]),
-            start_time=int(fields[19]),
-        )
-    except (IndexError, ValueError):
+        return get(pid)
+    except OSError:  # gone, or another user's process on macOS
         return None
 
 
 def _same_process(stat: _ProcStat) -> bool:
     """Whether ``stat.pid`` still names the process seen earlier (pids get reused)."""
-    current = _read_stat(stat.pid)
-    return current is not None and current.start_time == stat.start_time
+    try:
+        return psutil.Process(stat.pid).create_time() == stat.start_time
+    except psutil.Error:
+        return False
 
 
 def pid_exists(pid: int) -> bool:
     """Whether a process with ``pid`` exists (also when it belongs to another user)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return psutil.pid_exists(pid)

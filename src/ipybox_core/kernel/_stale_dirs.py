@@ -19,6 +19,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from ipybox_core._safe_fs import SafeDir, anchored
 from ipybox_core.kernel._process import pid_exists
 
@@ -31,19 +33,19 @@ _swept: set[Path] = set()
 
 
 def _process_start(pid: int) -> str | None:
-    """The start time of ``pid`` (Linux), to tell a live owner from a reused pid; None elsewhere."""
+    """The start time of ``pid`` (epoch seconds, as text), to tell a live owner from a reused pid."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except psutil.Error:
         return None
-    return raw[raw.rfind(b")") + 2 :].split()[19].decode()
 
 
 def _owner_alive(pid: int, start: str) -> bool:
     if not pid_exists(pid):
         return False
     current = _process_start(pid)
-    return current is None or start in ("", current)
+    # A marker without a start time, or written by an older ipybox (clock ticks, no '.'), trusts the pid.
+    return current is None or "." not in start or start == current
 
 
 def mark_owner(directory: Path) -> None:

@@ -8,11 +8,14 @@ reaches the kernel as ``<NAME>``.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dotenv.parser import parse_stream
 
 from ipybox_core.errors import ConfigError
 
@@ -61,54 +64,28 @@ def load_environment(
 
 
 def parse_dotenv(path: Path) -> dict[str, str]:
-    """Parse a ``.env`` file: ``NAME=value`` lines, optional ``export``, quotes, ``#`` comments.
+    """Parse a ``.env`` file with python-dotenv's parser (``export``, quotes, ``#`` comments).
 
-    Double-quoted values understand ``\\n``, ``\\t``, ``\\"`` and ``\\\\``; single-quoted values are
-    literal; unquoted values end at `` #``. No ``${VAR}`` expansion happens here.
+    No ``${VAR}`` expansion happens here. A line that is not ``NAME=value`` raises
+    :class:`ConfigError` naming it (python-dotenv alone would skip it with a warning).
     """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {str(path)!r}: {exc}") from None
     values: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        name, separator, value = line.partition("=")
-        name = name.strip()
-        if not separator or not _NAME.fullmatch(name):
-            raise ConfigError(f"{path}:{number}: expected NAME=value, got {raw.strip()!r}")
-        values[name] = _value(value.strip(), f"{path}:{number}")
+    for binding in parse_stream(io.StringIO(text)):
+        original = binding.original.string
+        stripped = original.lstrip()
+        leading_newlines = original[: len(original) - len(stripped)].count("\n")
+        where = f"{path}:{binding.original.line + leading_newlines}"
+        if binding.error:
+            raise ConfigError(
+                f"{where}: expected NAME=value (is a quote unterminated?), got {stripped.strip()!r}"
+            )
+        if binding.key is None:
+            continue  # a comment or blank line
+        if binding.value is None or not _NAME.fullmatch(binding.key):
+            raise ConfigError(f"{where}: expected NAME=value, got {stripped.strip()!r}")
+        values[binding.key] = binding.value
     return values
-
-
-def _value(value: str, where: str) -> str:
-    if value[:1] in ("'", '"'):
-        quote = value[0]
-        end = _closing_quote(value, quote)
-        if end < 0:
-            raise ConfigError(f"{where}: unterminated {quote} quote")
-        inner = value[1:end]
-        if quote == '"':
-            inner = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), inner)
-        return inner
-    comment = value.find(" #")
-    return (value[:comment] if comment >= 0 else value).strip()
-
-
-_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r"}
-
-
-def _closing_quote(value: str, quote: str) -> int:
-    index = 1
-    while index < len(value):
-        if quote == '"' and value[index] == "\\":
-            index += 2
-            continue
-        if value[index] == quote:
-            return index
-        index += 1
-    return -1

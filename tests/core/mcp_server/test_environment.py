@@ -63,3 +63,9 @@ def test_host_environment_wins_over_dotenv_and_only_kernel_env_reaches_the_kerne
 def test_a_missing_dotenv_is_fine(tmp_path: Path) -> None:
     env = load_environment(tmp_path / ".env", environ={"A": "1"})
     assert env.dotenv is None and env.mcp_env == {"A": "1"} and env.kernel_env == {}
+
+
+def test_the_error_names_the_line_after_blank_lines_and_comments(tmp_path: Path) -> None:
+    path = write(tmp_path, "GOOD=1\n\n# comment\n\nNO_EQUALS\n")
+    with pytest.raises(ConfigError, match=r"\.env:5: expected NAME=value, got 'NO_EQUALS'"):
+        parse_dotenv(path)
