@@ -7,7 +7,7 @@ import os
 import signal
 
 import pytest
-from _kernel_helpers import is_running
+from _kernel_helpers import descendants, is_running
 
 from ipybox_core.errors import ConfigError, ExecutorClosed, KernelStartError
 from ipybox_core.kernel import Kernel, KernelConfig, KernelPool
@@ -60,10 +60,20 @@ async def test_close_shuts_down_pooled_kernels_but_not_handed_out_ones() -> None
 
 
 async def test_close_while_kernels_are_still_starting_leaves_nothing() -> None:
+    before = descendants(os.getpid())
     pool = KernelPool(KernelConfig(), size=2)
     await pool.start()
-    await asyncio.sleep(0)  # the start tasks are running, not finished
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 60
+    while len(started := descendants(os.getpid()) - before) < 2:  # both kernel processes exist
+        assert loop.time() < end, f"the pool started {len(started)} of 2 kernel processes"
+        await asyncio.sleep(0.005)
+    starting = sum(not task.done() for task in pool._slots)
     await pool.close()
+    assert starting > 0, "the kernels finished starting before close(): nothing was cut short"
+    # Gone when close() returns, not later: a kernel object dropped unclosed is also killed by its
+    # finalizer once collected, so waiting here would let a close() that does nothing pass.
+    assert {pid for pid in started if is_running(pid)} == set()
     assert pool.ready == 0
 
 

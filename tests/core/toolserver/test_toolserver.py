@@ -150,12 +150,18 @@ async def test_rejection_raises_permission_error_with_reason_and_is_audited(serv
     assert (record.approved, record.decided_by, record.reason) == (False, "user", "not today")
 
 
-async def test_waiting_call_survives_heartbeats_and_edited_arguments_are_used(served: Served) -> None:
+async def test_waiting_call_survives_heartbeats_and_edited_arguments_are_used(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runtime gives up on a host silent for LOST_HOST_AFTER seconds. The human thinks four times
+    # that long: only the heartbeats (every 0.05 s here) keep the call alive.
+    monkeypatch.setattr(runtime, "LOST_HOST_AFTER", 0.5)
     served.gate.policy = "always"
     task = asyncio.ensure_future(in_thread(lambda: served.call("add", {"a": 5})))
     while not served.requests:
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.3)  # six heartbeats go by while the human thinks
+    await asyncio.sleep(4 * runtime.LOST_HOST_AFTER)
+    assert not task.done()
     await served.requests[0].accept(arguments={"a": 40, "b": 2})
     assert (await task).structured == {"result": 42}
 
