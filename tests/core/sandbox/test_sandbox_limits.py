@@ -77,8 +77,9 @@ async def test_memory_limit_is_a_memory_error_and_the_kernel_survives(workspace:
 async def test_total_memory_cgroup_stops_a_sandbox_whose_processes_together_exceed_it(
     workspace: Path,
 ) -> None:
-    if "memory" not in available_controllers():  # a property of the host, not an installable prerequisite
-        pytest.skip("no writable memory cgroup (cgroup v1 as root, or v2 delegated)")
+    require(
+        "memory" in available_controllers(), "no writable memory cgroup (cgroup v1 as root, or v2 delegated)"
+    )
     policy = SandboxPolicy(limits=ResourceLimits(memory_mb=None, total_memory_mb=300))
     kernel = await start_sandboxed(policy, workspace)
     try:
@@ -91,8 +92,8 @@ async def test_total_memory_cgroup_stops_a_sandbox_whose_processes_together_exce
 def test_process_limit_for_a_non_root_user_counts_only_the_sandbox(workspace: Path) -> None:
     """As non-root, RLIMIT_NPROC bounds a fork bomb; inside the user namespace it counts the sandbox's
     processes only, not the user's other processes (30 here, more than the limit)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to run the check as another user (uid 65534)")
+    # CI runs as root (it installs system packages): there this check must run, not skip.
+    require(os.geteuid() == 0, "needs root to run the check as another user (uid 65534)")
     python = shutil.which("python3", path="/usr/bin:/bin")
     require(python is not None and shutil.which("setpriv") is not None, "needs /usr/bin/python3 and setpriv")
     assert python is not None
