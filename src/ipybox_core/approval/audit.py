@@ -7,6 +7,7 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from ipybox_core._safe_fs import SafeDir, anchored
 from ipybox_core.approval.request import ApprovalDecision, ApprovalRecord, ApprovalRequest
@@ -56,8 +57,29 @@ class AuditLog:
             directory.append(self._name, line.encode("utf-8"))
         return entry
 
+    def note(self, request: ApprovalRequest, message: str) -> None:
+        """Append a notice about ``request``'s call, e.g. that its MCP server had to be restarted
+        (a line with ``"notice"`` instead of a decision; blocking file I/O)."""
+        entry = {
+            "time": time.time(),
+            "request_id": request.id,
+            "server": request.server,
+            "tool": request.tool,
+            "notice": message,
+        }
+        line = json.dumps(entry, default=repr, ensure_ascii=False) + "\n"
+        with SafeDir.open(self._directory) as directory:
+            directory.append(self._name, line.encode("utf-8"))
+
     def read(self) -> list[ApprovalRecord]:
-        """All records written so far (for tests and tooling)."""
+        """All decision records written so far (for tests and tooling)."""
+        return [ApprovalRecord(**entry) for entry in self._entries() if "notice" not in entry]
+
+    def read_notices(self) -> list[dict[str, Any]]:
+        """All notices written so far (see :meth:`note`)."""
+        return [entry for entry in self._entries() if "notice" in entry]
+
+    def _entries(self) -> list[dict[str, Any]]:
         try:
             with SafeDir.open(self._directory) as directory:
                 if directory.lstat(self._name) is None:
@@ -65,5 +87,4 @@ class AuditLog:
                 data = directory.read_bytes(self._name, limit=_READ_LIMIT)
         except FileNotFoundError:
             return []
-        lines = data.decode("utf-8").splitlines()
-        return [ApprovalRecord(**json.loads(line)) for line in lines if line.strip()]
+        return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]

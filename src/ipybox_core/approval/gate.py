@@ -57,6 +57,11 @@ class ApprovalGate:
         await self._audit(request, decision)
         return decision
 
+    async def note(self, request: ApprovalRequest, message: str) -> None:
+        """Record a notice about ``request``'s call in the audit log (if any), off the event loop."""
+        if self.audit is not None:
+            await asyncio.shield(asyncio.to_thread(self.audit.note, request, message))
+
     async def _audit(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         """Record the decision in a worker thread: no file is opened on the event loop."""
         if self.audit is not None:

@@ -39,6 +39,11 @@ class ToolCallOutcome(Protocol):
     @property
     def content(self) -> list[dict[str, Any]]: ...
 
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """Warnings about the call for the code (e.g. its server was restarted and lost its state)."""
+        ...
+
 
 class ToolBackend(Protocol):
     """Where approved calls go (``ipybox_core.mcp.McpRegistry`` fits)."""
@@ -232,7 +237,12 @@ async def _approved_call(backend: ToolBackend, gate: ApprovalGate, approval: App
         return error_line("server_error", str(exc))
     except UnknownToolError as exc:
         return error_line("unknown_tool", str(exc))
-    return _line({"ok": True, "result": {"structured": result.structured, "content": result.content}})
+    answer: dict[str, Any] = {"structured": result.structured, "content": result.content}
+    if result.notices:
+        answer["notices"] = list(result.notices)  # the kernel prints them to the code's stderr
+        for notice in result.notices:
+            await gate.note(approval, notice)
+    return _line({"ok": True, "result": answer})
 
 
 async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest) -> bytes:

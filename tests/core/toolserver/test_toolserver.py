@@ -30,6 +30,7 @@ from ipybox_core.toolserver import ToolServer
 class Outcome:
     structured: Any = None
     content: list[dict[str, Any]] = field(default_factory=list)
+    notices: tuple[str, ...] = ()
 
 
 class Backend:
@@ -39,7 +40,7 @@ class Backend:
         self.cancelled = 0
 
     def tool(self, server: str, tool: str) -> ToolInfo:
-        if server != "demo" or tool not in {"add", "fail", "slow", "dead", "timeout", "read"}:
+        if server != "demo" or tool not in {"add", "fail", "slow", "dead", "timeout", "read", "restarted"}:
             raise UnknownToolError(f"unknown tool {server}.{tool}")
         return ToolInfo(name=tool, annotations=ToolAnnotations(read_only_hint=tool == "read"))
 
@@ -57,6 +58,8 @@ class Backend:
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
+        if tool == "restarted":
+            return Outcome(structured={}, notices=("MCP server 'demo' had stopped and was restarted",))
         total = sum(arguments.values()) if tool == "add" else 0
         return Outcome(structured={"result": total}, content=[{"type": "text", "text": str(total)}])
 
@@ -300,3 +303,14 @@ async def test_tcp_listener_with_token(served: Served) -> None:
             await in_thread(lambda: runtime.call_tool("demo", "add", {"a": 2}))
     finally:
         await tcp.aclose()
+
+
+async def test_a_notice_about_the_call_reaches_the_audit_log(served: Served) -> None:
+    """A server that died between calls was restarted: the audit log records it with the call."""
+    await asyncio.to_thread(served.call, "add", {"a": 1, "b": 2})
+    await asyncio.to_thread(served.call, "restarted", {})
+    assert served.gate.audit is not None
+    notes = served.gate.audit.read_notices()
+    assert [note["notice"] for note in notes] == ["MCP server 'demo' had stopped and was restarted"]
+    assert notes[0]["tool"] == "restarted"  # control: the ordinary call before it left no notice
+    assert [record.tool for record in served.gate.audit.read()] == ["add", "restarted"]

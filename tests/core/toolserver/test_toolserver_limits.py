@@ -44,6 +44,7 @@ from ipybox_core.toolserver import ToolServer
 class Outcome:
     structured: object = None
     content: list = field(default_factory=list)
+    notices: tuple = ()
 
 class Backend:
     def tool(self, server, tool):
@@ -229,6 +230,7 @@ async def test_kernel_sees_a_clear_error_naming_the_limit(tmp_path: Path) -> Non
 class Outcome:
     structured: Any = None
     content: list[dict[str, Any]] = field(default_factory=list)
+    notices: tuple[str, ...] = ()
 
 
 class EchoBackend:
