@@ -44,6 +44,11 @@ own checks run after the code paths that have had bugs, or are the only barrier)
 * **ASLR:** ``personality()`` with ``ADDR_NO_RANDOMIZE`` or ``READ_IMPLIES_EXEC`` set. (libseccomp
   allows one comparison per argument and rule, so the ``0xffffffff`` query, which has every bit
   set, is refused too; nothing in a Python kernel queries its personality.)
+* **Per-user kernel quotas, when the application runs as root** (``as_root=True``): the sandbox
+  then runs as root in a user namespace, and the kernel charges some per-user quotas to the same
+  user in every namespace, so the sandbox could use up the application's: ``inotify_init``,
+  ``inotify_init1`` (128 instances per user by default), ``fanotify_init`` and ``mq_open`` (POSIX
+  message queue bytes). Sandboxed code that watches files falls back to polling or fails clearly.
 * **Foreign ABIs:** only the native architecture's system calls are filtered, so any other ABI a
   64-bit process can reach fails with ``EPERM``: i386 (``int 0x80``, which also has the
   ``socketcall()`` multiplexer that cannot be filtered by family) and x32 (syscall numbers with
@@ -141,6 +146,9 @@ REFUSED_SYSCALLS = (
 )
 """Refused whatever their arguments (``EPERM``)."""
 
+SHARED_QUOTA_SYSCALLS = ("inotify_init", "inotify_init1", "fanotify_init", "mq_open")
+"""Refused as well when the application runs as root (their quotas are per user, shared with it)."""
+
 ALLOWED_SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK)
 
 
@@ -178,9 +186,14 @@ def _socket_rules() -> list[_Rule]:
     return rules
 
 
-def filter_rules() -> list[_Rule]:
-    """Every rule of the filter, in a form independent of the binding (tests read it too)."""
+def filter_rules(*, as_root: bool = False) -> list[_Rule]:
+    """Every rule of the filter, in a form independent of the binding (tests read it too).
+
+    ``as_root``: the application runs as root; per-user quotas are then shared with it.
+    """
     rules = [_Rule(name) for name in REFUSED_SYSCALLS]
+    if as_root:
+        rules += [_Rule(name) for name in SHARED_QUOTA_SYSCALLS]
     rules += _socket_rules()
     rules += [
         _Rule("clone", conditions=(_Cmp(0, "MASKED_EQ", flag, mask=flag),))
@@ -248,14 +261,14 @@ def _build(rules: Sequence[_Rule]) -> bytes:
 
 
 @functools.cache
-def seccomp_program() -> bytes:
+def seccomp_program(*, as_root: bool = False) -> bytes:
     """The filter as a raw BPF program (``struct sock_filter[]``) for the native architecture.
 
     Pass it to bubblewrap on a file descriptor: ``bwrap --seccomp FD ...``. Raises
     :class:`~ipybox_core.errors.SandboxUnavailable` when libseccomp or its binding is missing.
-    Cached: the program is built once per process.
+    Cached: the program is built once per process (and ``as_root``).
     """
-    return _build(filter_rules())
+    return _build(filter_rules(as_root=as_root))
 
 
 def write_program(path: str | os.PathLike[str]) -> None:

@@ -148,7 +148,7 @@ class BwrapLauncher:
         environment["IPYTHONDIR"] = SANDBOX_IPYTHON_DIR
         for key, value in environment.items():
             options += ["--setenv", key, value]
-        seccomp_fd = _memory_file("ipybox-seccomp", seccomp_program())
+        seccomp_fd = _memory_file("ipybox-seccomp", seccomp_program(as_root=os.geteuid() == 0))
         try:
             options += ["--seccomp", str(seccomp_fd)]
             options_fd = _memory_file("ipybox-bwrap-options", b"".join(o.encode() + b"\0" for o in options))

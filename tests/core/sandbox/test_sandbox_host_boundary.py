@@ -24,6 +24,7 @@ from sandbox_kit import require_bwrap, start_sandboxed, unix_server
 from ipybox_core import CodeExecutor, KernelDied
 from ipybox_core.kernel._ipc_paths import PinnedSockets, PlantedPath
 from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
+from prerequisites import require
 from servers import PYTHON, SERVE_SCRIPT
 
 pytestmark = [pytest.mark.sandbox]
@@ -368,3 +369,26 @@ async def test_a_killed_application_leaves_nothing_readable_and_the_next_start_s
     async with CodeExecutor(workspace=tmp_path / "ws2", sandbox=True):
         pass
     assert {path for path in leftovers if path.exists()} == set()
+
+
+INOTIFY_PROBE = (
+    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init1(0)\n"
+    "print('created' if fd >= 0 else os.strerror(ctypes.get_errno()))\nif fd >= 0:\n    os.close(fd)\n"
+)
+
+
+async def test_as_root_the_sandbox_cannot_use_up_the_applications_inotify_quota(tmp_path: Path) -> None:
+    """As root the sandbox is root in a user namespace: inotify instances would count against the
+    application's own per-user limit (128 by default), so the filter refuses them."""
+    require_bwrap()
+    require(os.geteuid() == 0, "the shared per-user quota exists when the application runs as root")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    kernel = await start_sandboxed(POLICY, workspace)
+    try:
+        assert (await kernel.run(INOTIFY_PROBE)).text.strip() == "Operation not permitted"
+    finally:
+        await kernel.shutdown(now=True)
+    # control: the same code unsandboxed gets its inotify instance
+    async with CodeExecutor(workspace=workspace, approval="never") as unsandboxed:
+        assert (await unsandboxed.execute(INOTIFY_PROBE)).text.strip() == "created"
