@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import TYPE_CHECKING, Generic
 
 from typing_extensions import TypeVar
@@ -53,6 +55,7 @@ class SuspendedExecutions(Generic[ContextT]):
         self.abandon_after = abandon_after
         self.abandon_reason = abandon_reason
         self._parked: dict[str, SuspendedExecution[ContextT]] = {}
+        self._expiring: set[asyncio.Future[None]] = set()
 
     def __contains__(self, key: str) -> bool:
         return key in self._parked
@@ -64,16 +67,26 @@ class SuspendedExecutions(Generic[ContextT]):
         """The execution parked under ``key``, left in place."""
         return self._parked.get(key)
 
+    def values(self) -> list[SuspendedExecution[ContextT]]:
+        """Everything parked, oldest first."""
+        return list(self._parked.values())
+
     def park(
-        self, key: str, execution: Execution, request: ApprovalRequest | None, context: ContextT
+        self,
+        key: str,
+        execution: Execution,
+        request: ApprovalRequest | None,
+        context: ContextT,
+        *,
+        abandon_after: float | EllipsisType | None = ...,
     ) -> SuspendedExecution[ContextT]:
-        """Park ``execution`` under ``key`` (replacing what was parked there)."""
+        """Park ``execution`` under ``key`` (replacing what was parked there; parking again restarts
+        the abandonment timer). ``abandon_after`` overrides the store's for this execution."""
         self._forget(key)
         parked = SuspendedExecution(key=key, execution=execution, request=request, context=context)
-        if self.abandon_after is not None:
-            parked.timer = asyncio.get_running_loop().call_later(
-                self.abandon_after, lambda: asyncio.ensure_future(self._expire(parked))
-            )
+        delay = self.abandon_after if isinstance(abandon_after, EllipsisType) else abandon_after
+        if delay is not None:
+            parked.timer = asyncio.get_running_loop().call_later(delay, self._start_expiry, parked)
         self._parked[key] = parked
         return parked
 
@@ -81,14 +94,35 @@ class SuspendedExecutions(Generic[ContextT]):
         """Remove and return the execution parked under ``key`` (``None`` if there is none)."""
         return self._forget(key)
 
-    async def cancel_all(self, reason: str | None = None) -> None:
-        """Cancel every parked execution (``reason`` goes to their pending approvals)."""
-        parked, self._parked = list(self._parked.values()), {}
-        for item in parked:
-            if item.timer is not None:
-                item.timer.cancel()
+    async def cancel(self, key: str, reason: str | None = None) -> bool:
+        """Cancel the execution parked under ``key``; False if there was none."""
+        return bool(await self.cancel_all(reason, where=lambda parked: parked.key == key))
+
+    async def cancel_all(
+        self,
+        reason: str | None = None,
+        *,
+        where: Callable[[SuspendedExecution[ContextT]], bool] | None = None,
+    ) -> int:
+        """Cancel every parked execution, or those ``where`` selects (``reason`` goes to their
+        pending approvals); returns how many."""
+        chosen = [item for item in self._parked.values() if where is None or where(item)]
+        for item in chosen:
+            self._forget(item.key)
+        for item in chosen:
             with contextlib.suppress(Exception):
                 await item.execution.cancel(reason or self.abandon_reason)
+        return len(chosen)
+
+    async def settle(self) -> None:
+        """Wait until the executions abandoned by their timer so far are cancelled (the kernel is free)."""
+        if self._expiring:
+            await asyncio.gather(*self._expiring, return_exceptions=True)
+
+    def _start_expiry(self, parked: SuspendedExecution[ContextT]) -> None:
+        expiry = asyncio.ensure_future(self._expire(parked))
+        self._expiring.add(expiry)
+        expiry.add_done_callback(self._expiring.discard)
 
     def _forget(self, key: str) -> SuspendedExecution[ContextT] | None:
         parked = self._parked.pop(key, None)

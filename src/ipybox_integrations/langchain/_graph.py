@@ -8,7 +8,6 @@ it parked in the session store: the code is never run twice.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 from langchain.tools import ToolRuntime
@@ -28,7 +27,15 @@ from ipybox_integrations.langchain._hitl import (
     parse_response,
     response_schema,
 )
-from ipybox_integrations.langchain._sessions import Session, SessionStore, sessions_of
+from ipybox_integrations.langchain._sessions import (
+    CallState,
+    Parked,
+    Store,
+    call_key,
+    discard,
+    of_thread,
+    suspended_of,
+)
 from ipybox_integrations.langchain._settings import ToolSettings
 
 # LangGraph's private config keys (langgraph/_internal/_constants.py), read defensively.
@@ -56,73 +63,74 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     """Run (or continue) the execution of this tool call, interrupting for every approval request."""
     thread_id = str(runtime.config.get("configurable", {}).get("thread_id", ""))
     tool_call_id = runtime.tool_call_id or ""
-    store = sessions_of(settings.executor)
-    await store.sweep()
-    session = store.get(thread_id, tool_call_id)
-    if session is None:
+    store = suspended_of(settings.executor)
+    await store.settle()  # an execution abandoned meanwhile is cancelled before anything else runs
+    parked = store.get(call_key(thread_id, tool_call_id))
+    if parked is None:
         if _answered_before():  # its execution was cancelled or belonged to another process
             raise ExecuteCodeError(LOST_MESSAGE)
-        session = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
-    for _ in range(session.answered):
+        parked = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
+    for _ in range(parked.context.answered):
         interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
     while True:
-        if session.pending is None:
-            stop = await _next_stop(store, session)
+        if parked.request is None:
+            stop = await _next_stop(store, parked)
             if not isinstance(stop, ApprovalRequest):
-                store.discard(session)
+                discard(store, parked)
                 return result_content(stop)
-            session.pending = stop
-        await _ask(settings, session, session.pending)
+            parked.request = stop
+        parked = await _ask(settings, store, parked, parked.request)
 
 
-async def _ask(settings: ToolSettings, session: Session, request: ApprovalRequest) -> None:
+async def _ask(settings: ToolSettings, store: Store, parked: Parked, request: ApprovalRequest) -> Parked:
     """Put ``request`` to the human (ends the graph run) or, on re-entry, apply the answer given."""
     allowed = decisions_for(request, settings.allowed_decisions)
-    index = session.answered
-    session.active_at = time.monotonic()
+    state = parked.context
+    index = state.answered
+    # The abandonment timer runs from now until the answer comes.
+    parked = store.park(parked.key, parked.execution, request, state, abandon_after=settings.abandon_after)
     try:
         value = interrupt(
             hitl_request(request, settings.allowed_decisions, settings.describe),
             response_schema=response_schema(request.name, allowed),
         )
     except GraphInterrupt:
-        session.surfaced = index
+        state.surfaced = index
         raise
-    session.answered += 1
-    if session.surfaced != index:
+    state.answered += 1
+    if state.surfaced != index:
         # A value for a question never shown: a consumed resume LangGraph delivered again (it does so
         # after mixing plain and id-keyed resumes, langgraph#8837). Ignore it and ask again.
-        return
+        return parked
     await apply_decision(request, parse_response(value, request, settings.allowed_decisions))
-    session.pending = None
+    return store.park(parked.key, parked.execution, None, state, abandon_after=None)
 
 
-async def _next_stop(store: SessionStore, session: Session) -> ApprovalRequest | ExecutionResult:
+async def _next_stop(store: Store, parked: Parked) -> ApprovalRequest | ExecutionResult:
     try:
-        return await session.execution.next_stop()
+        return await parked.execution.next_stop()
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        store.discard(session)
+        discard(store, parked)
         raise ExecuteCodeError(describe_failure(error)) from error
 
 
 async def _start(
     settings: ToolSettings,
-    store: SessionStore,
+    store: Store,
     code: str,
     thread_id: str,
     tool_call_id: str,
     current_call_ids: set[str] | None,
-) -> Session:
-    for other in store.of_thread(thread_id):
-        if current_call_ids is None or other.tool_call_id in current_call_ids:
+) -> Parked:
+    for other in of_thread(store, thread_id):
+        if current_call_ids is None or other.context.tool_call_id in current_call_ids:
             raise ExecuteCodeError(BUSY_MESSAGE)  # a parallel execute_code call of the same model turn
-        await store.cancel(other, ABANDONED_REASON)  # left behind by an earlier turn
+        await store.cancel(other.key, ABANDONED_REASON)  # left behind by an earlier turn
     execution = start_execution(settings.executor, code, settings.timeout)
     if execution is None:
         raise ExecuteCodeError(BUSY_MESSAGE)
-    session = Session(thread_id, tool_call_id, execution, abandon_after=settings.abandon_after)
-    store.add(session)
-    return session
+    state = CallState(thread_id, tool_call_id)
+    return store.park(call_key(thread_id, tool_call_id), execution, None, state, abandon_after=None)
 
 
 def _current_call_ids(runtime: ToolRuntime) -> set[str] | None:

@@ -1,105 +1,73 @@
 """Suspended ``execute_code`` runs, kept between LangGraph runs by (thread, tool call).
 
 An interrupt ends the graph run but not the code: the kernel waits inside the MCP call. The
-execution is kept here, per executor (so an agent rebuilt around the same executor and checkpointer
-resumes it), until the tool call is re-entered with the answer.
+execution is parked in the executor's :class:`~ipybox_core.suspended.SuspendedExecutions` (one per
+executor, so an agent rebuilt around the same executor and checkpointer resumes it) from the start of
+the call until it returns; the abandonment timer runs only while a question waits for its answer.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ipybox_core.approval import ApprovalRequest
-from ipybox_core.executor import CodeExecutor, Execution
+from ipybox_core.executor import CodeExecutor
+from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
+
+CANCELLED_REASON = "cancelled by the application"
+EXPIRED_REASON = "the approval request was not answered in time"
 
 
 @dataclass(eq=False)
-class Session:
-    """One ``execute_code`` call whose execution lives across graph runs."""
+class CallState:
+    """What LangGraph's replays of one ``execute_code`` call need to stay aligned."""
 
     thread_id: str
     tool_call_id: str
-    execution: Execution
-    abandon_after: float | None
     answered: int = 0
     """How many of this call's interrupts LangGraph has answered (replayed on every re-entry)."""
-    pending: ApprovalRequest | None = None
-    """The approval request the execution waits on, once it was put to the human."""
     surfaced: int | None = None
     """Index of the last interrupt shown to the human (only an answer to a shown question counts)."""
-    active_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def expired(self) -> bool:
-        idle = time.monotonic() - self.active_at
-        return self.abandon_after is not None and idle > self.abandon_after
 
 
-class SessionStore:
-    """The suspended sessions of one executor."""
+Parked = SuspendedExecution[CallState]
+"""One ``execute_code`` call whose execution lives across graph runs (``request``: the open question)."""
+Store = SuspendedExecutions[CallState]
 
-    def __init__(self) -> None:
-        self._sessions: dict[tuple[str, str], Session] = {}
-
-    def get(self, thread_id: str, tool_call_id: str) -> Session | None:
-        return self._sessions.get((thread_id, tool_call_id))
-
-    def add(self, session: Session) -> None:
-        self._sessions[(session.thread_id, session.tool_call_id)] = session
-
-    def discard(self, session: Session) -> None:
-        key = (session.thread_id, session.tool_call_id)
-        if self._sessions.get(key) is session:
-            del self._sessions[key]
-
-    def of_thread(self, thread_id: str) -> list[Session]:
-        return [session for (thread, _), session in self._sessions.items() if thread == thread_id]
-
-    async def cancel(self, session: Session, reason: str) -> None:
-        """Forget ``session`` and stop its code (pending approvals are rejected with ``reason``)."""
-        self.discard(session)
-        if not session.execution.done:
-            with contextlib.suppress(Exception):
-                await session.execution.cancel(reason)
-
-    async def cancel_thread(self, thread_id: str, reason: str) -> int:
-        """Cancel every session of ``thread_id``; returns how many there were."""
-        sessions = self.of_thread(thread_id)
-        for session in sessions:
-            await self.cancel(session, reason)
-        return len(sessions)
-
-    async def sweep(self) -> None:
-        """Cancel and forget sessions idle longer than their ``abandon_after``.
-
-        A session whose code finished meanwhile (its approval request expired, say) is kept until then:
-        the answer that resumes it still collects the result.
-        """
-        for session in list(self._sessions.values()):
-            if session.expired:
-                await self.cancel(session, "the approval request was not answered in time")
+_STORES: weakref.WeakKeyDictionary[CodeExecutor, Store] = weakref.WeakKeyDictionary()
 
 
-_STORES: weakref.WeakKeyDictionary[CodeExecutor, SessionStore] = weakref.WeakKeyDictionary()
-
-
-def sessions_of(executor: CodeExecutor) -> SessionStore:
-    """The session store of ``executor`` (shared by every tool and middleware built on it)."""
+def suspended_of(executor: CodeExecutor) -> Store:
+    """The suspended calls of ``executor`` (shared by every tool and middleware built on it)."""
     store = _STORES.get(executor)
     if store is None:
-        store = _STORES[executor] = SessionStore()
+        store = _STORES[executor] = SuspendedExecutions(abandon_after=None, abandon_reason=EXPIRED_REASON)
     return store
 
 
+def call_key(thread_id: str, tool_call_id: str) -> str:
+    return f"{thread_id}\x00{tool_call_id}"
+
+
+def of_thread(store: Store, thread_id: str) -> list[Parked]:
+    return [parked for parked in store.values() if parked.context.thread_id == thread_id]
+
+
+def discard(store: Store, parked: Parked) -> None:
+    """Forget ``parked`` unless something else was parked under its key meanwhile."""
+    if store.get(parked.key) is parked:
+        store.take(parked.key)
+
+
 async def cancel_suspended(
-    executor: CodeExecutor, thread_id: str, reason: str = "cancelled by the application"
+    executor: CodeExecutor, *, thread_id: str | None = None, reason: str | None = None
 ) -> int:
-    """Cancel the executions of ``thread_id`` that wait for an approval; returns how many there were.
+    """Cancel the executions that wait for an approval (of ``thread_id``, or all); returns how many.
 
     :class:`CodeActionMiddleware` does this itself when new input arrives on a thread; call it in a
     hand-built graph when a user leaves a pending approval unanswered and moves on.
     """
-    return await sessions_of(executor).cancel_thread(thread_id, reason)
+    return await suspended_of(executor).cancel_all(
+        reason or CANCELLED_REASON,
+        where=None if thread_id is None else lambda parked: parked.context.thread_id == thread_id,
+    )

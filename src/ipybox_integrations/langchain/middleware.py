@@ -15,7 +15,7 @@ from ipybox_core.executor import CodeExecutor
 from ipybox_integrations._session import prompt_section
 from ipybox_integrations.langchain._graph import ABANDONED_REASON
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
-from ipybox_integrations.langchain._sessions import sessions_of
+from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of
 from ipybox_integrations.langchain._settings import ApprovalCallback
 from ipybox_integrations.langchain.tool import DEFAULT_ABANDON_AFTER, execute_code_tool
 
@@ -45,12 +45,12 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         timeout: float | None = None,
         abandon_after: float | None = DEFAULT_ABANDON_AFTER,
         prompt: bool = True,
-        max_reference_chars: int | None = None,
+        reference_max_chars: int | None = None,
     ) -> None:
         super().__init__()
         self.executor = executor
         self.prompt = prompt
-        self.max_reference_chars = max_reference_chars
+        self.reference_max_chars = reference_max_chars
         self.tools = [
             execute_code_tool(
                 executor,
@@ -64,7 +64,20 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def prompt_section(self) -> str:
         """The text appended to the system prompt."""
-        return prompt_section(self.executor, max_chars=self.max_reference_chars)
+        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+
+    @property
+    def suspended(self) -> int:
+        """How many ``execute_code`` calls on this executor are in progress or wait for a decision."""
+        return len(suspended_of(self.executor))
+
+    async def cancel_suspended(self, *, thread_id: str | None = None, reason: str | None = None) -> int:
+        """Cancel the executions waiting for a decision (of ``thread_id``, or all); returns how many."""
+        return await cancel_suspended(self.executor, thread_id=thread_id, reason=reason)
+
+    async def aclose(self) -> None:
+        """Cancel the executions waiting for a decision (the executor is the application's to close)."""
+        await self.cancel_suspended()
 
     def wrap_model_call(
         self,
@@ -87,7 +100,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # Runs for new input only, never when a run is resumed: whatever still waits here was abandoned.
         thread_id = get_config().get("configurable", {}).get("thread_id")
         if thread_id is not None:
-            await sessions_of(self.executor).cancel_thread(str(thread_id), ABANDONED_REASON)
+            await self.cancel_suspended(thread_id=str(thread_id), reason=ABANDONED_REASON)
         return None
 
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:

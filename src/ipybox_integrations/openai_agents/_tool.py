@@ -70,8 +70,10 @@ class CodeActionTool:
     - ``on_event``: called with every execution event as it happens (``OutputChunk``,
       ``DisplayOutput``, ``ApprovalRequest``, ``ExecutionResult``), e.g. to show live output in a UI;
       the SDK itself does not stream approvals (they end the run as interruptions).
-    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled
-      (checked whenever execute_code runs); :meth:`cancel` cancels waiting executions at once.
+    - ``timeout``: bounds each execution (default: the executor's; waiting for a decision does not
+      count).
+    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled;
+      :meth:`cancel_suspended` (or :meth:`aclose`) cancels waiting executions at once.
 
     The execution waits in this process: resuming works while the kernel is alive, also from a
     ``RunState`` serialised to JSON; a state whose execution is gone resumes with a clear error
@@ -172,15 +174,17 @@ class CodeActionTool:
         return f"The code calls {item.qualified_name}({item.arguments}) (its execution is no longer waiting)"
 
     @property
-    def waiting(self) -> int:
+    def suspended(self) -> int:
         """How many executions wait for a decision."""
         return len(self._suspended)
 
-    async def cancel(self) -> None:
-        """Cancel every execution waiting for a decision (their code sees the pending call rejected)."""
-        await self._suspended.cancel_all()
+    async def cancel_suspended(self, *, reason: str | None = None) -> int:
+        """Cancel every execution waiting for a decision (its pending call is rejected); returns how many."""
+        return await self._suspended.cancel_all(reason)
 
-    aclose = cancel
+    async def aclose(self) -> None:
+        """Cancel the executions waiting for a decision (the executor is the application's to close)."""
+        await self.cancel_suspended()
 
     # --- the tool's invocation --------------------------------------------------------------
 

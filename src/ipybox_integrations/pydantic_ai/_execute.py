@@ -57,21 +57,20 @@ _REJECTING_ERRORS = (ToolFailed, ModelRetry, ToolRetryError)
 class CodeRunner:
     """Runs ``execute_code`` calls on one executor and keeps the executions parked for approval."""
 
-    def __init__(self, executor: CodeExecutor, *, abandon_after: float | None) -> None:
+    def __init__(self, executor: CodeExecutor, *, timeout: float | None, abandon_after: float | None) -> None:
         self.executor = executor
+        self.timeout = timeout
         self.suspended: SuspendedExecutions = SuspendedExecutions(abandon_after=abandon_after)
 
     # --- the tool ---------------------------------------------------------------------------
 
-    async def execute_code(self, ctx: RunContext[Any], code: str, timeout: float | None) -> ToolReturn | str:
+    async def execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
         key = ctx.tool_call_id or "execute_code"
         parked = self.suspended.take(key)  # even if it finished meanwhile (an approval timed out)
         if parked is None:
             if ctx.tool_call_approved:
                 return STALE_APPROVAL_MESSAGE
-            if timeout is not None and not timeout > 0:
-                return "Error: timeout must be a positive number of seconds."
-            execution = start_execution(self.executor, code, timeout)
+            execution = start_execution(self.executor, code, self.timeout)
             if execution is None:
                 return BUSY_MESSAGE
         else:
@@ -188,10 +187,6 @@ class CodeRunner:
                 parked = self.suspended.take(part.tool_call_id)
                 if parked is not None:
                     await parked.execution.cancel(DENIED_REASON)
-
-    async def aclose(self) -> None:
-        """Cancel the parked executions (the kernel is interrupted)."""
-        await self.suspended.cancel_all()
 
 
 def held_call(execute_code_call_id: str, request: ApprovalRequest) -> ToolCallPart:

@@ -34,8 +34,11 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     (``executor.api_reference()``, recomputed before every model request). Every MCP call the code
     makes is a PydanticAI approval: decided inline by a handler capability (``HandleDeferredToolCalls``,
     ``RequestInput``, ...) when the agent has one, otherwise deferred — the run ends with
-    ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`). An execution left
-    waiting for ``abandon_after`` seconds, or still waiting at ``aclose()``, is interrupted.
+    ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`).
+
+    ``timeout`` bounds each execution (default: the executor's; waiting for a decision does not
+    count). An execution left waiting for ``abandon_after`` seconds, or still waiting at
+    :meth:`cancel_suspended` or :meth:`aclose`, is interrupted.
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
         workspace: str | os.PathLike[str] | None = None,
         sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
         abandon_after: float | None = 3600.0,
         reference_max_chars: int | None = None,
         id: str | None = None,
@@ -71,7 +75,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         self.defer_loading = False
         self.executor = executor
         self.reference_max_chars = reference_max_chars
-        self._runner = CodeRunner(executor, abandon_after=abandon_after)
+        self._runner = CodeRunner(executor, timeout=timeout, abandon_after=abandon_after)
         self._start_lock = asyncio.Lock()
         self._started = not self._owns_executor
         self._toolset = FunctionToolset[Any](
@@ -98,7 +102,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     async def aclose(self) -> None:
         """Interrupt suspended executions; close the executor if this capability created it."""
-        await self._runner.aclose()
+        await self.cancel_suspended()
         if self._owns_executor:
             await self.executor.close()
 
@@ -116,9 +120,9 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         """How many executions wait for a deferred approval (at most one per executor)."""
         return len(self._runner.suspended)
 
-    async def cancel_suspended(self) -> None:
-        """Interrupt every execution waiting for a deferred approval (e.g. the user left)."""
-        await self._runner.aclose()
+    async def cancel_suspended(self, *, reason: str | None = None) -> int:
+        """Interrupt every execution waiting for a decision (e.g. the user left); returns how many."""
+        return await self._runner.suspended.cancel_all(reason)
 
     # --- identity: one instance is one kernel, never equal to another -----------------------
 
@@ -163,15 +167,11 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     def _instructions(self, ctx: RunContext[Any]) -> str:
         return prompt_section(self.executor, max_chars=self.reference_max_chars)
 
-    async def _execute_code(
-        self, ctx: RunContext[Any], code: str, timeout: float | None = None
-    ) -> ToolReturn | str:
+    async def _execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
         """Run Python code in the stateful kernel.
 
         Args:
             code: The Python code (an IPython cell: top-level await, `!cmd` and magics work).
-            timeout: Seconds the code may run (waiting for approvals does not count); default: the
-                executor's timeout.
         """
         await self.start()
-        return await self._runner.execute_code(ctx, code, timeout)
+        return await self._runner.execute_code(ctx, code)

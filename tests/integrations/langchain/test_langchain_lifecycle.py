@@ -160,3 +160,17 @@ async def test_shell_approval_and_an_answer_given_after_the_approval_timeout(tmp
         text = text_of(message)
         assert "approval timed out" in text and "after the shell command" in text
         assert "from-shell\n" not in text
+
+
+async def test_cancel_suspended_cancels_one_thread_or_all(idle_executor: CodeExecutor) -> None:
+    middleware = CodeActionMiddleware(idle_executor)
+    _, agent = make_agent([middleware], run_code_then_finish(TWO_STEPS.format(marker="cancel_mw")))
+    only_interrupt(await agent.ainvoke(user(), config("cancel-me"), version="v2"))
+    assert middleware.suspended == 1 and idle_executor.busy
+
+    assert await middleware.cancel_suspended(thread_id="another-thread") == 0
+    assert middleware.suspended == 1
+    assert await middleware.cancel_suspended(thread_id="cancel-me") == 1
+
+    assert middleware.suspended == 0 and not idle_executor.busy
+    assert await kernel_value(idle_executor, "cancel_mw") == "started"

@@ -51,7 +51,7 @@ async def test_three_approvals_in_one_execute_code(idle_executor: CodeExecutor) 
     assert result.final_output == "done"
     assert len(model.calls) == 2  # the LLM is not called while the code waits for approvals
     assert tool_outputs(model) == ["total=6"]
-    assert not idle_executor.busy and code.waiting == 0
+    assert not idle_executor.busy and code.suspended == 0
     assert (await idle_executor.execute("total")).text.strip() == "6"  # kernel state persists
 
 
@@ -239,11 +239,11 @@ async def test_cancel_ends_waiting_executions(idle_executor: CodeExecutor) -> No
     code = CodeActionTool(idle_executor)
     model = scripted("from mcptools.test import echo\necho(message='wait')")
     waiting = await Runner.run(make_agent(code, model), "go")
-    assert code.waiting == 1 and idle_executor.busy
+    assert code.suspended == 1 and idle_executor.busy
 
-    await code.cancel()
+    assert await code.cancel_suspended() == 1
 
-    assert code.waiting == 0 and not idle_executor.busy
+    assert code.suspended == 0 and not idle_executor.busy
     state = waiting.to_state()
     state.approve(waiting.interruptions[0])
     await Runner.run(make_agent(code, model), state)
@@ -265,7 +265,7 @@ async def test_a_state_restored_elsewhere_resumes_as_lost(idle_executor: CodeExe
 
     assert result.final_output == "done"
     assert "no longer exists" in tool_outputs(model)[0]
-    await code.cancel()
+    assert await code.cancel_suspended() == 1
 
 
 async def test_a_server_registered_later_with_a_tool_named_like_it(idle_executor: CodeExecutor) -> None:

@@ -1,0 +1,31 @@
+"""The three framework adapters name the same concept the same way."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from ipybox_integrations.langchain import CodeActionMiddleware
+from ipybox_integrations.openai_agents import CodeActionTool
+from ipybox_integrations.pydantic_ai import CodeAction
+
+ADAPTERS = [CodeAction, CodeActionMiddleware, CodeActionTool]
+SHARED_OPTIONS = {"timeout", "abandon_after", "reference_max_chars"}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda adapter: adapter.__name__)
+def test_every_adapter_takes_the_shared_options_by_the_same_names(adapter: type[Any]) -> None:
+    parameters = inspect.signature(adapter.__init__).parameters
+    assert set(parameters) >= SHARED_OPTIONS
+    assert all(parameters[name].default is None for name in ("timeout", "reference_max_chars"))
+    assert parameters["abandon_after"].default == 3600.0
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda adapter: adapter.__name__)
+def test_every_adapter_counts_and_cancels_suspended_executions_by_the_same_names(adapter: type[Any]) -> None:
+    assert isinstance(inspect.getattr_static(adapter, "suspended"), property)
+    assert inspect.iscoroutinefunction(adapter.cancel_suspended)
+    assert "reason" in inspect.signature(adapter.cancel_suspended).parameters
+    assert inspect.iscoroutinefunction(adapter.aclose)
