@@ -31,6 +31,9 @@ from bench_kernel import BareKernel
 from ipybox_core import CodeExecutor
 from servers import PYTHON, SERVE_SCRIPT
 
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--calls", "2", "--rounds", "1"]
+
 SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
 KERNEL_LOOP = """\
 import time

@@ -26,6 +26,9 @@ from jupyter_client import AsyncKernelManager
 
 from ipybox_core.kernel import Kernel, KernelConfig, KernelPool
 
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--rounds", "1", "--calls", "2"]
+
 
 class BareKernel:
     """The baseline: jupyter_client's own manager and client, ipc transport, no ipybox code."""

@@ -23,6 +23,9 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--runs", "1"]
+
 BARE_SERVER = """\
 from mcp.server import MCPServer
 server = MCPServer("bare", log_level="WARNING")

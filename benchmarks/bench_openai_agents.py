@@ -36,6 +36,9 @@ from ipybox_integrations.openai_agents import CodeActionTool
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from servers import PYTHON, SERVE_SCRIPT
 
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--calls", "2", "--repeat", "1", "--tools", "3"]
+
 
 def block(calls: int) -> str:
     loop = f"for i in range({calls}):\n    total = add(a=total, b=i)\n"

@@ -25,6 +25,9 @@ from pathlib import Path
 from ipybox_core.kernel import Kernel, KernelConfig, LaunchSpec
 from ipybox_core.sandbox import BwrapLauncher, SandboxPolicy, probe_sandbox, sandbox_launcher
 
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--rounds", "1"]
+
 
 async def start_and_run(workspace: Path, *, sandboxed: bool) -> float:
     started = time.perf_counter()

@@ -34,16 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-# tests/ first: its conftest.py is the one `servers.fixtures` imports
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "core" / "gateway"))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-
-from gateway_kit import LocalGateway, kernelgateway_available, start_local_gateway
 
 from ipybox_core import CodeExecutor
 from servers.fixtures import start_http_test_server
+from servers.gateway import LocalGateway, kernelgateway_available, start_local_gateway
 
 T = TypeVar("T")
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--levels", "1", "--calls", "2", "--executions", "1"]
 START_CONCURRENCY = 4
 WARM_UP = "import os\nfrom mcptools.bench import add\nadd(a=0, b=0)\nprint(os.getpid())"
 CALL_LOOP = """\

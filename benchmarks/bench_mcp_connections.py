@@ -1,6 +1,6 @@
 """Connect time and call latency of ipybox's MCP connections, against the bare mcp SDK client.
 
-    .venv/bin/python benchmarks/mcp_connections.py [--calls N] [--connects N]
+    .venv/bin/python benchmarks/bench_mcp_connections.py [--calls N] [--connects N] [--discover-modes M]
 
 For each transport (stdio, Streamable HTTP, SSE) it measures, in the same run:
 
@@ -10,7 +10,8 @@ For each transport (stdio, Streamable HTTP, SSE) it measures, in the same run:
   sequential calls after a warm-up), for an unstructured (``echo``) and a structured (``add``) tool;
 
 and what the ``auto`` mode's ``server/discover`` probe costs against a server that never answers
-unknown methods. Ratios are ipybox / SDK (1.00 = no overhead).
+unknown methods (10 s: leave ``auto`` out of ``--discover-modes``, default ``legacy,auto``, for a
+quick run). Ratios are ipybox / SDK (1.00 = no overhead).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from mcp.client.sse import sse_client
 
 from ipybox_core.mcp import McpRegistry
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
+
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--calls", "2", "--connects", "1", "--discover-modes", "legacy"]
 
 STDERR_SINK = open(os.devnull, "w")  # noqa: SIM115 - a real file, like ipybox's stderr log
 EVERYTHING = Path(__file__).resolve().parent.parent / (
@@ -92,7 +96,7 @@ def start_http_server() -> tuple[subprocess.Popen[str], int]:
     return process, int(process.stdout.readline().split()[1])
 
 
-async def main(calls: int, connects: int) -> None:
+async def main(calls: int, connects: int, discover_modes: list[str]) -> None:
     process, port = start_http_server()
     try:
         configs = {
@@ -132,7 +136,7 @@ async def main(calls: int, connects: int) -> None:
 
         print("\nserver that never answers unknown methods (server/discover), one connect, ms")
         drop = {"command": PYTHON, "args": [str(RAW_SERVER_SCRIPT), "--clean", "--drop-unknown"]}
-        for mode in ("legacy", "auto"):
+        for mode in discover_modes:
             print(f"  {mode:<7} {await time_it(lambda m=mode: connect_ipybox(drop, m)) * 1000:9.1f}")
     finally:
         process.terminate()
@@ -143,5 +147,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--connects", type=int, default=5)
+    parser.add_argument("--discover-modes", default="legacy,auto", help="modes for the server/discover probe")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.calls, arguments.connects))
+    asyncio.run(main(arguments.calls, arguments.connects, arguments.discover_modes.split(",")))
