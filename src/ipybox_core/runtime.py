@@ -48,6 +48,10 @@ __all__ = [
 #: considered lost and the call fails instead of hanging the kernel.
 LOST_HOST_AFTER = 30.0
 
+OUTPUT_MARK_MSG = "ipybox_output_mark"
+"""The iopub message type of an output mark: ``{"mark": id}``, published before a request that
+carries the same id, so that the host hands the request out after the output printed before it."""
+
 _SERVER_ENV = "IPYBOX_TOOL_SERVER"
 _TOKEN_ENV = "IPYBOX_TOOL_TOKEN"
 
@@ -205,7 +209,9 @@ def _drop_connection() -> None:
 
 
 def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict[str, Any]:
-    _flush_output()  # what the code printed before the call reaches the application before the call
+    mark = _publish_mark()  # what the code printed before the call reaches the application first
+    if mark is not None:
+        payload = {**payload, "mark": mark}
     body = json.dumps(payload).encode()
     headers = {
         "Authorization": f"Bearer {os.environ.get(_TOKEN_ENV, '')}",
@@ -262,6 +268,31 @@ def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or replaced stream must not break the call
             stream.flush()
+
+
+def _publish_mark() -> str | None:
+    """Flush stdout/stderr, then publish an output mark on the kernel's iopub channel (after the
+    flushed text: ipykernel sends both from one thread, in order). Returns its id, or None outside
+    an IPython kernel."""
+    _flush_output()
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return None
+    mark = os.urandom(8).hex()
+    topic = getattr(kernel, "_topic", None)
+    try:
+        kernel.session.send(
+            kernel.iopub_socket,
+            OUTPUT_MARK_MSG,
+            {"mark": mark},
+            parent=getattr(shell, "parent_header", None),
+            ident=topic(OUTPUT_MARK_MSG) if callable(topic) else None,
+        )
+    except Exception:  # an unusual kernel: the request then goes out unmarked
+        return None
+    return mark
 
 
 def _read_final_line(response: http.client.HTTPResponse) -> bytes:

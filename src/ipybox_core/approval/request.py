@@ -43,6 +43,7 @@ class ApprovalRequest:
         tool: str,
         args: dict[str, Any],
         annotations: ToolAnnotations | None = None,
+        output_mark: str | None = None,
     ) -> None:
         self.id: str = uuid.uuid4().hex
         self.kind: ApprovalKind = kind
@@ -50,6 +51,9 @@ class ApprovalRequest:
         self.tool = tool
         self.args = args
         self.annotations = annotations or ToolAnnotations()
+        self.output_mark = output_mark
+        """The output mark the kernel published before this request (the executor hands the
+        request out once the output up to it was handed out); None if the kernel sent none."""
         self.created_at = time.time()
         self._future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
 

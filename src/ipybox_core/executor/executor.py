@@ -219,7 +219,7 @@ class CodeExecutor:
         parsed = parse_server_config(name, config, environ=self._mcp_env)
         tools = await self._registry.add(name, parsed)
         package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
-        if isinstance(self._kernel, GatewayKernel):
+        if self._kernel is not None:
             self._kernel.install_package(f"{self.api_root.name}/{package.module}", package.path)
         registered = RegisteredServer(name=name, config=parsed, package=package)
         self._servers[name] = registered
@@ -233,7 +233,7 @@ class CodeExecutor:
         if registered is not None:
             await asyncio.to_thread(remove_server_package, name, self.api_root)
             self._stale_modules.add(registered.package.module)
-            if isinstance(self._kernel, GatewayKernel):
+            if self._kernel is not None:
                 self._kernel.uninstall_package(f"{self.api_root.name}/{registered.package.module}")
 
     @property
@@ -408,8 +408,8 @@ class CodeExecutor:
             task.add_done_callback(surfacing.discard)
 
         async def surface(request: ApprovalRequest) -> None:
-            # The code flushed its output before asking; let that output reach the stream first.
-            await kernel.settle_output()
+            # The code printed something before it asked: hand that out first.
+            await kernel.output_reached(request.output_mark)
             if request.pending:
                 emit(request)
 

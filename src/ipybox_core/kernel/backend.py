@@ -3,7 +3,7 @@ and the :class:`~ipybox_core.kernel.gateway.GatewayKernel` (a Jupyter Kernel/Ent
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -28,11 +28,6 @@ class KernelBackend(Protocol):
         """Whether the kernel is running (as far as the backend knows without asking)."""
         ...
 
-    @property
-    def generation(self) -> int:
-        """How many fresh kernel states were started so far (1 after start; +1 per restart/revival)."""
-        ...
-
     def execute(
         self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
     ) -> AsyncGenerator[KernelEvent, None]:
@@ -45,9 +40,10 @@ class KernelBackend(Protocol):
         """Run ``code`` and collect its events into an :class:`ExecutionOutput`."""
         ...
 
-    async def settle_output(self, max_wait: float = 0.1) -> None:
-        """Wait (briefly) until output the kernel already sent was handed out by the running
-        execution: called before surfacing an approval request, which arrives by another route."""
+    async def output_reached(self, mark: str | None) -> None:
+        """Wait until the running execution handed out the kernel's output up to ``mark``, the
+        output mark the kernel published before it sent an approval request (which arrives by
+        another route); returns at once for None, when the execution ended, or after a few seconds."""
         ...
 
     async def interrupt(self) -> None:
@@ -58,10 +54,15 @@ class KernelBackend(Protocol):
         """Replace the kernel's state with a fresh one."""
         ...
 
-    async def update_environment(
-        self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()
-    ) -> None:
-        """Set environment variables and prepend ``sys.path`` entries, now and after every restart."""
+    def install_package(self, path: str, files: Mapping[str, str] | Path) -> None:
+        """Make the package directory ``path`` (e.g. ``"mcptools/github"``, ``files`` as relative
+        path → text or a local directory) importable in the kernel, now and after every restart. A
+        local kernel finds packages on its ``python_path`` (nothing to do); a remote one gets them
+        shipped."""
+        ...
+
+    def uninstall_package(self, path: str) -> None:
+        """Remove a package installed with :meth:`install_package`."""
         ...
 
     async def shutdown(self, *, now: bool = False) -> None:

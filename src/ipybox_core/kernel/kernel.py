@@ -9,33 +9,15 @@ import os
 import signal
 import time
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-import zmq
-
 import ipybox_core
-from ipybox_core.errors import (
-    ConfigError,
-    ExecutionTimeout,
-    ExecutorClosed,
-    KernelDied,
-    KernelError,
-    KernelStartError,
-)
+from ipybox_core.errors import ConfigError, KernelDied, KernelError, KernelStartError
+from ipybox_core.kernel._base import KernelBase
 from ipybox_core.kernel._channels import CHANNELS, KernelChannels
-from ipybox_core.kernel._execution import (
-    execute_request,
-    finished_event,
-    interrupted_timeout,
-    timeout_by_restart,
-    wait_until_not_busy,
-)
-from ipybox_core.kernel._iopub import output_events
 from ipybox_core.kernel._ipc_paths import PinnedSockets, PlantedPath, SocketNotReady, sockets_ready
 from ipybox_core.kernel._launch import (
     ConnectionInfo,
@@ -47,24 +29,17 @@ from ipybox_core.kernel._launch import (
     write_connection_file,
 )
 from ipybox_core.kernel._process import KernelProcess, OutputTail, _ProcStat
-from ipybox_core.kernel._stream_limit import StreamLimiter, max_iopub_frame_bytes
+from ipybox_core.kernel._stream_limit import max_iopub_frame_bytes
 from ipybox_core.kernel._text import strip_ansi
-from ipybox_core.kernel._timeout_guard import TimeoutGuard
 from ipybox_core.kernel._traceback import hidden_path_prefixes
+from ipybox_core.kernel._transport import Channel, Message
 from ipybox_core.kernel.config import KernelConfig
-from ipybox_core.kernel.deadline import Deadline, as_deadline
-from ipybox_core.kernel.events import KernelEvent
 from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
-from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
 
 logger = logging.getLogger(__name__)
 
 _PACKAGE_DIR = Path(ipybox_core.__file__).parent
-# How often a waiting execution checks the deadline and whether the kernel process still lives.
-_POLL_INTERVAL = 0.1
 _LOG_TAIL_CHARS = 3000
-# The kernel sends the reply before it reports idle; after idle, a reply this late is a lost one.
-_REPLY_TIMEOUT = 1.0
 _EXIT_CODE = (
     "(lambda shell, gc, os: (shell.reset(new_session=False), gc.collect(), os._exit(0)))"
     "(get_ipython(), __import__('gc'), __import__('os'))"
@@ -113,7 +88,7 @@ def _release(resources: _Resources) -> None:
         files.remove()
 
 
-class Kernel:
+class Kernel(KernelBase):
     """A stateful IPython kernel in its own process (ipc transport, private runtime directory).
 
     Start it with ``kernel = await Kernel.start(config)`` or ``async with Kernel(config) as kernel``
@@ -127,16 +102,10 @@ class Kernel:
     """
 
     def __init__(self, config: KernelConfig | None = None) -> None:
-        self.config = config or KernelConfig()
+        super().__init__(config)
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, _release, self._resources)
-        self._lifecycle = asyncio.Lock()
-        self._generation = 0
-        self._busy = False
-        self._started = False
-        self._closed = False
         self._cwd = Path()
-        self._hidden_prefixes: tuple[str, ...] = ()
         self._env_overrides: dict[str, str] = {}
         self._extra_python_path: list[Path] = []
         self._output: OutputTail | None = None
@@ -153,18 +122,6 @@ class Kernel:
         kernel = cls(config)
         await kernel._boot()
         return kernel
-
-    async def __aenter__(self) -> Kernel:
-        await self._boot()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def _boot(self) -> None:
         self._check_open()
@@ -405,143 +362,13 @@ class Kernel:
         return incarnation.process.pid if incarnation is not None else None
 
     @property
-    def generation(self) -> int:
-        """How many kernel processes were started so far (1 after start; +1 per restart or revival)."""
-        return self._generation
-
-    @property
     def interrupt_mode(self) -> InterruptMode:
         return self.config.effective_interrupt_mode
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorClosed("the kernel was shut down")
-
     # --- execution --------------------------------------------------------------------------------
 
-    async def run(
-        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
-    ) -> ExecutionOutput:
-        """Execute ``code`` and collect everything into an :class:`ExecutionOutput`.
-
-        An exception raised by the code is in ``output.error`` (not raised). Raises
-        :class:`~ipybox_core.errors.ExecutionTimeout` and :class:`~ipybox_core.errors.KernelDied`
-        like :meth:`execute`.
-        """
-        collector = OutputCollector(self.config.output_limit)
-        async with aclosing(self.execute(code, timeout, silent=silent)) as events:
-            async for event in events:
-                collector.add(event)
-        return collector.output()
-
-    async def execute(
-        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
-    ) -> AsyncGenerator[KernelEvent, None]:
-        """Run ``code`` and yield its events as they happen; the last one is :class:`ExecutionFinished`.
-
-        ``timeout`` (seconds, or a pausable :class:`Deadline`): when it runs out the code is
-        interrupted and :class:`~ipybox_core.errors.ExecutionTimeout` raised once the kernel is idle
-        again (state kept). A kernel that ignores the interrupt for ``config.interrupt_grace``
-        seconds is restarted (state lost; the error says so). If the kernel process dies,
-        :class:`~ipybox_core.errors.KernelDied` is raised within about a second and the next
-        execution starts a fresh kernel.
-
-        Stream text beyond ``config.output_limit`` characters is held back; at the end come an
-        :class:`OutputTruncated` event and the last ``output_limit // 2`` characters. Stopping the
-        iteration early interrupts the code.
-
-        ``silent=True`` is for bookkeeping code: no result value, no history entry, the execution
-        count stays; printed text and errors still arrive.
-        """
-        self._check_open()
-        await wait_until_not_busy(lambda: self._busy)
-        self._busy = True
-        deadline = as_deadline(timeout)
-        incarnation: _Incarnation | None = None
-        ended = False
-        try:
-            incarnation = await self._ensure_running()
-            incarnation.in_use = True
-            channels = incarnation.channels
-            started = time.monotonic()
-            msg_id = channels.send(channels.shell, "execute_request", execute_request(code, silent))
-            limiter = StreamLimiter(self.config.output_limit)
-            guard = TimeoutGuard(
-                deadline, self.config.interrupt_grace, lambda: self._send_interrupt(incarnation)
-            )
-            while True:
-                if guard.check():
-                    assert deadline is not None
-                    ended = True
-                    self._end_execution(incarnation, abandoned=False)
-                    raise await self._timeout_by_restart(deadline)
-                message = await channels.receive(channels.iopub, guard.wait_time(_POLL_INTERVAL))
-                if message is None:
-                    self._check_incarnation(incarnation)
-                    continue
-                if message["parent_header"].get("msg_id") != msg_id:
-                    continue
-                msg_type, content = message["msg_type"], message["content"]
-                if msg_type == "status" and content.get("execution_state") == "idle":
-                    break
-                if msg_type == "execute_input" or (silent and msg_type == "status"):
-                    guard.code_started()  # (silent code has no execute_input: busy stands in)
-                for event in self._output_events(msg_type, content, limiter, guard.timed_out):
-                    yield event
-            reply = await self._receive_reply(incarnation, msg_id)
-            for event in limiter.finish():
-                yield event
-            ended = True
-            self._end_execution(incarnation, abandoned=False)
-            if guard.timed_out:  # even if the code swallowed the KeyboardInterrupt
-                assert deadline is not None
-                raise interrupted_timeout(deadline)
-            yield finished_event(reply, started)
-        finally:
-            if not ended:
-                self._end_execution(incarnation, abandoned=True)
-
-    def _output_events(
-        self, msg_type: str, content: dict[str, Any], limiter: StreamLimiter, timed_out: bool
-    ) -> list[KernelEvent]:
-        """The events for one iopub message of the running execution."""
-        return output_events(
-            msg_type,
-            content,
-            limiter,
-            timed_out=timed_out,
-            hidden_prefixes=self._hidden_prefixes,
-            text_limit=self.config.output_limit,
-        )
-
-    def _end_execution(self, incarnation: _Incarnation | None, *, abandoned: bool) -> None:
-        self._busy = False
-        if incarnation is None:
-            return
-        incarnation.in_use = False
-        if incarnation.retired:
-            incarnation.channels.close()
-        elif abandoned and incarnation.process.alive:
-            # The consumer stopped listening (break, cancellation): stop the code too.
-            self._send_interrupt(incarnation)
-
-    async def _receive_reply(self, incarnation: _Incarnation, msg_id: str) -> dict[str, Any]:
-        """The execute reply; the kernel sends it before it reports idle, so it is due already.
-
-        An interrupt that hits ipykernel itself rather than the code (while it prepares the cell) makes
-        it drop the reply ("KeyboardInterrupt caught in kernel"); then the execution counts as
-        aborted.
-        """
-        channels = incarnation.channels
-        give_up = time.monotonic() + _REPLY_TIMEOUT
-        while time.monotonic() < give_up:
-            message = await channels.receive(channels.shell, _POLL_INTERVAL)
-            if message is None:
-                self._check_incarnation(incarnation)
-            elif message["parent_header"].get("msg_id") == msg_id:
-                return dict(message["content"])
-        logger.warning("the kernel finished an execution without replying; reporting it as aborted")
-        return {"status": "aborted"}
+    async def _transport(self) -> _LocalTransport:
+        return _LocalTransport(self, await self._ensure_running())
 
     def _check_incarnation(self, incarnation: _Incarnation) -> None:
         """Raise if the kernel serving an execution was replaced or died."""
@@ -560,8 +387,11 @@ class Kernel:
             exit_code=exit_code,
         )
 
-    async def _timeout_by_restart(self, deadline: Deadline) -> ExecutionTimeout:
-        return await timeout_by_restart(deadline, self.config.interrupt_grace, self.restart)
+    def install_package(self, path: str, files: Mapping[str, str] | Path) -> None:
+        """Nothing to ship: a local kernel imports generated packages from ``config.python_path``."""
+
+    def uninstall_package(self, path: str) -> None:
+        """Nothing to remove: see :meth:`install_package`."""
 
     # --- control ----------------------------------------------------------------------------------
 
@@ -579,23 +409,6 @@ class Kernel:
                 channels.send(channels.control, "interrupt_request", {})
         else:
             incarnation.process.interrupt_group()
-
-    async def settle_output(self, max_wait: float = 0.1) -> None:
-        """Wait (at most ``max_wait`` seconds) until the output the kernel has already sent is read.
-
-        Used before surfacing an event that came from the kernel by another route (an approval
-        request over the tool server's socket), so that what the code printed before it is
-        delivered first. Only meaningful while an execution reads the output.
-        """
-        incarnation = self._resources.incarnation
-        if incarnation is None or incarnation.channels.closed:
-            return
-        iopub = incarnation.channels.iopub
-        end = time.monotonic() + max_wait
-        await asyncio.sleep(0.002)  # zmq's I/O thread moves what just arrived into the socket's queue
-        while int(iopub.get(zmq.EVENTS)) & zmq.POLLIN and time.monotonic() < end:  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
-        await asyncio.sleep(0)  # the reader emits what it took last
 
     async def update_environment(
         self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()
@@ -629,6 +442,51 @@ class Kernel:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.is_alive else "not running")
         return f"<Kernel pid={self.pid} {state}>"
+
+
+class _LocalTransport:
+    """The execute loop's transport over one incarnation's ZMQ channels."""
+
+    restart_failures: tuple[type[Exception], ...] = (KernelStartError,)
+
+    def __init__(self, kernel: Kernel, incarnation: _Incarnation) -> None:
+        self._kernel = kernel
+        self._incarnation = incarnation
+        self._channels = incarnation.channels
+        incarnation.in_use = True
+
+    async def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
+        socket = self._channels.shell if channel == "shell" else self._channels.control
+        return self._channels.send(socket, msg_type, content)
+
+    async def output(self, timeout: float) -> Message | None:
+        return await self._channels.receive(self._channels.iopub, timeout)
+
+    async def reply(self, timeout: float) -> Message | None:
+        return await self._channels.receive(self._channels.shell, timeout)
+
+    async def check(self) -> None:
+        self._kernel._check_incarnation(self._incarnation)
+
+    def interrupt(self) -> None:
+        self._kernel._send_interrupt(self._incarnation)
+
+    async def settle(self) -> None:
+        """Interrupts are delivered when sent (a signal, or a message on the control socket)."""
+
+    def finish(self, *, abandoned: bool) -> None:
+        incarnation = self._incarnation
+        if not incarnation.in_use:
+            return
+        incarnation.in_use = False
+        if incarnation.retired:
+            incarnation.channels.close()
+        elif abandoned and incarnation.process.alive:
+            # The consumer stopped listening (break, cancellation): stop the code too.
+            self._kernel._send_interrupt(incarnation)
+
+    async def restart(self) -> None:
+        await self._kernel.restart()
 
 
 def _log_tail(output: OutputTail, wait: float) -> str:

@@ -125,7 +125,12 @@ def build_app(
         except UnknownToolError as exc:
             return Response(error_line("unknown_tool", str(exc)))
         approval = ApprovalRequest(
-            kind="mcp", server=server, tool=tool, args=arguments, annotations=info.annotations
+            kind="mcp",
+            server=server,
+            tool=tool,
+            args=arguments,
+            annotations=info.annotations,
+            output_mark=_output_mark(body),
         )
         return _streamed(lambda: _approved_call(backend, gate, approval), heartbeat)
 
@@ -135,12 +140,24 @@ def build_app(
         body = await read_body(request, "command")
         if isinstance(body, _Failure):
             return body.response()
-        approval = ApprovalRequest(kind="shell", server="", tool="shell", args={"command": body["command"]})
+        approval = ApprovalRequest(
+            kind="shell",
+            server="",
+            tool="shell",
+            args={"command": body["command"]},
+            output_mark=_output_mark(body),
+        )
         return _streamed(lambda: _approved_shell(gate, approval), heartbeat)
 
     return Starlette(
         routes=[Route("/call", call, methods=["POST"]), Route("/shell", shell, methods=["POST"])]
     )
+
+
+def _output_mark(body: dict[str, Any]) -> str | None:
+    """The output mark a request carries (see ``ipybox_core.kernel._marks``), if well-formed."""
+    mark = body.get("mark")
+    return mark if isinstance(mark, str) and 0 < len(mark) <= 64 else None
 
 
 def _too_large(limit: int) -> _Failure:

@@ -40,7 +40,6 @@ class GatewayChannels:
         self.session = session
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._listening = False
-        self._marks: dict[str, asyncio.Future[None]] = {}
         self.restarts = 0
         self.dead = False
         self.lost: str | None = None
@@ -124,27 +123,9 @@ class GatewayChannels:
             return None
         try:
             async with asyncio.timeout(max(0.0, timeout)):
-                message = await self._queue.get()
+                return await self._queue.get()
         except TimeoutError:
             return None
-        if message is not None and self._marks and message["channel"] == "iopub":
-            mark = self._marks.get(message["parent_header"].get("msg_id", ""))
-            if mark is not None and not mark.done():
-                mark.set_result(None)
-        return message
-
-    async def wait_received(self, msg_id: str, timeout: float) -> bool:
-        """Wait until :meth:`receive` handed out an iopub message whose parent is ``msg_id`` (so
-        everything published before it was handed out too); False after ``timeout`` seconds."""
-        mark = self._marks.setdefault(msg_id, asyncio.get_running_loop().create_future())
-        try:
-            async with asyncio.timeout(timeout):
-                await mark
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            self._marks.pop(msg_id, None)
 
     async def close(self) -> None:
         if self.lost is None:

@@ -8,36 +8,19 @@ import logging
 import secrets
 import time
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from ipybox_core.errors import (
-    ConfigError,
-    ExecutionTimeout,
-    ExecutorClosed,
-    KernelDied,
-    KernelError,
-    KernelStartError,
-)
-from ipybox_core.kernel._execution import (
-    execute_request,
-    finished_event,
-    interrupted_timeout,
-    timeout_by_restart,
-    wait_until_not_busy,
-)
-from ipybox_core.kernel._iopub import output_events
+from ipybox_core.errors import ConfigError, KernelDied, KernelError, KernelStartError
+from ipybox_core.kernel._base import KernelBase
 from ipybox_core.kernel._launch import MPL_INLINE_BACKEND
-from ipybox_core.kernel._stream_limit import StreamLimiter
-from ipybox_core.kernel._timeout_guard import TimeoutGuard
+from ipybox_core.kernel._loop import execute_loop
 from ipybox_core.kernel._traceback import hidden_path_prefixes
+from ipybox_core.kernel._transport import Channel, Message
 from ipybox_core.kernel.config import KernelConfig
-from ipybox_core.kernel.deadline import Deadline, as_deadline
-from ipybox_core.kernel.events import KernelEvent
 from ipybox_core.kernel.gateway import _shipping
 from ipybox_core.kernel.gateway._rest import GatewayRest, delete_kernel_now
 from ipybox_core.kernel.gateway._websocket import GatewayChannels
@@ -46,10 +29,6 @@ from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
 
 logger = logging.getLogger(__name__)
 
-_POLL_INTERVAL = 0.1
-# The kernel sends the reply before it reports idle, but the gateway forwards shell and iopub
-# independently; after idle, a reply this late is a lost one.
-_REPLY_TIMEOUT = 1.0
 _SANDBOX_REFUSAL = (
     "a gateway kernel cannot be sandboxed by ipybox (bubblewrap wraps a local process); the "
     "gateway's own isolation applies instead (Enterprise Gateway: a container or pod per kernel)"
@@ -70,7 +49,7 @@ def _release(remote: _Remote) -> None:
         delete_kernel_now(remote.gateway, kernel_id)
 
 
-class GatewayKernel:
+class GatewayKernel(KernelBase):
     """A stateful IPython kernel started on a Jupyter Kernel Gateway or Enterprise Gateway.
 
     It behaves like the local :class:`~ipybox_core.kernel.Kernel` (same events, timeouts, interrupts,
@@ -97,8 +76,8 @@ class GatewayKernel:
         *,
         env_files: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__(config)
         self.gateway = gateway
-        self.config = config or KernelConfig()
         _check_config(self.config)
         self._env_files = dict(env_files or {})
         self._remote = _Remote(gateway)
@@ -107,12 +86,6 @@ class GatewayKernel:
         self._channels: GatewayChannels | None = None
         self._boot_id = ""
         self._boot_restarts = 0
-        self._lifecycle = asyncio.Lock()
-        self._generation = 0
-        self._busy = False
-        self._started = False
-        self._closed = False
-        self._hidden_prefixes: tuple[str, ...] = ()
         self._remote_root: str | None = None
         self._env_overrides: dict[str, str] = {}
         self._extra_python_path: list[str] = []
@@ -134,18 +107,6 @@ class GatewayKernel:
         kernel = cls(gateway, config, env_files=env_files)
         await kernel._boot()
         return kernel
-
-    async def __aenter__(self) -> GatewayKernel:
-        await self._boot()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def _boot(self) -> None:
         self._check_open()
@@ -375,15 +336,6 @@ class GatewayKernel:
         channels = self._channels
         return not self._closed and channels is not None and self._healthy(channels)
 
-    @property
-    def generation(self) -> int:
-        """How many fresh kernel states were set up so far (1 after start; +1 per restart/revival)."""
-        return self._generation
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorClosed("the kernel was shut down")
-
     def _require_rest(self) -> GatewayRest:
         if self._rest is None:
             raise KernelError(
@@ -441,45 +393,19 @@ class GatewayKernel:
 
     # --- execution --------------------------------------------------------------------------------
 
-    async def run(
-        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
-    ) -> ExecutionOutput:
-        """Execute ``code`` and collect everything into an :class:`ExecutionOutput` (see :meth:`execute`)."""
-        collector = OutputCollector(self.config.output_limit)
-        async with aclosing(self.execute(code, timeout, silent=silent)) as events:
-            async for event in events:
-                collector.add(event)
-        return collector.output()
-
-    async def execute(
-        self, code: str, timeout: float | Deadline | None = None, *, silent: bool = False
-    ) -> AsyncGenerator[KernelEvent, None]:
-        """Run ``code`` and yield its events as they happen; the last one is :class:`ExecutionFinished`.
-
-        Same contract as :meth:`Kernel.execute <ipybox_core.kernel.Kernel.execute>`. A kernel that
-        dies is noticed when the gateway restarts it (its restarter polls every few seconds) or
-        reports it dead or gone; a lost websocket ends the execution too. Both raise
-        :class:`~ipybox_core.errors.KernelDied`; the next execution gets a working kernel.
-        """
-        self._check_open()
-        await wait_until_not_busy(lambda: self._busy)
-        self._busy = True
-        try:
-            channels = await self._ensure_running()
-            await self._ship_packages(channels)
-            async with aclosing(self._stream(channels, code, as_deadline(timeout), silent)) as events:
-                async for event in events:
-                    yield event
-        finally:
-            self._busy = False
+    async def _transport(self) -> _GatewayTransport:
+        channels = await self._ensure_running()
+        await self._ship_packages(channels)
+        return _GatewayTransport(self, channels)
 
     async def _collect(self, channels: GatewayChannels, code: str) -> ExecutionOutput:
         """Run bookkeeping code silently; a kernel that does not finish it within
         ``GatewayConfig.startup_timeout`` is an error (rather than a hang)."""
         collector = OutputCollector(self.config.output_limit)
         limit = self.gateway.startup_timeout
+        loop = execute_loop(_GatewayTransport(self, channels), code, None, True, self._settings())
         try:
-            async with asyncio.timeout(limit), aclosing(self._stream(channels, code, None, True)) as events:
+            async with asyncio.timeout(limit), aclosing(loop) as events:
                 async for event in events:
                     collector.add(event)
         except TimeoutError:
@@ -487,83 +413,6 @@ class GatewayKernel:
                 f"the kernel on the gateway did not finish ipybox's set-up code within {limit:g} s"
             ) from None
         return collector.output()
-
-    async def _stream(
-        self, channels: GatewayChannels, code: str, deadline: Deadline | None, silent: bool
-    ) -> AsyncGenerator[KernelEvent, None]:
-        generation = self._generation
-        channels.listen(True)
-        ended = False
-        try:
-            started = time.monotonic()
-            try:
-                msg_id = await channels.send("shell", "execute_request", execute_request(code, silent))
-            except KernelError:
-                self._check_kernel(channels, generation)  # the specific reason, if there is one
-                raise
-            limiter = StreamLimiter(self.config.output_limit)
-            guard = TimeoutGuard(
-                deadline, self.config.interrupt_grace, lambda: self._fire_interrupt(channels)
-            )
-            liveness = _LivenessCheck(self.gateway.liveness_interval)
-            reply: dict[str, Any] | None = None
-            idle_at: float | None = None
-            while True:
-                if guard.check():
-                    assert deadline is not None
-                    ended = True
-                    raise await self._timeout_by_restart(deadline)
-                if idle_at is not None and (reply is not None or time.monotonic() - idle_at > _REPLY_TIMEOUT):
-                    break
-                self._check_kernel(channels, generation)
-                message = await channels.receive(guard.wait_time(_POLL_INTERVAL))
-                if message is None:
-                    self._check_kernel(channels, generation)
-                    if liveness.due():
-                        await self._check_gateway(channels, generation)
-                    continue
-                if message["parent_header"].get("msg_id") != msg_id:
-                    continue
-                msg_type, content = message["msg_type"], message["content"]
-                if message["channel"] == "shell":
-                    if msg_type == "execute_reply":
-                        reply = dict(content)
-                    continue
-                if msg_type == "status":
-                    state = content.get("execution_state")
-                    if state == "idle":
-                        idle_at = time.monotonic()
-                    elif silent and state == "busy":
-                        guard.code_started()  # (silent code has no execute_input: busy stands in)
-                    continue
-                if msg_type == "execute_input":
-                    guard.code_started()
-                for event in output_events(
-                    msg_type,
-                    content,
-                    limiter,
-                    timed_out=guard.timed_out,
-                    hidden_prefixes=self._hidden_prefixes,
-                    text_limit=self.config.output_limit,
-                ):
-                    yield event
-            # An interrupt still on its way must not hit the next execution.
-            await self._settle_interrupts()
-            for event in limiter.finish():
-                yield event
-            if reply is None:
-                logger.warning("the kernel finished an execution without replying; reporting it as aborted")
-                reply = {"status": "aborted"}
-            ended = True
-            if guard.timed_out:  # even if the code swallowed the KeyboardInterrupt
-                assert deadline is not None
-                raise interrupted_timeout(deadline)
-            yield finished_event(reply, started)
-        finally:
-            channels.listen(False)
-            if not ended and not channels.closed and self._healthy(channels):
-                # The consumer stopped listening (break, cancellation): stop the code too.
-                self._fire_interrupt(channels)
 
     def _check_kernel(self, channels: GatewayChannels, generation: int) -> None:
         """Raise if the kernel serving an execution was replaced, died or became unreachable."""
@@ -601,9 +450,6 @@ class GatewayKernel:
                 "was running; all its state is lost and the next execution starts a new kernel"
             )
 
-    async def _timeout_by_restart(self, deadline: Deadline) -> ExecutionTimeout:
-        return await timeout_by_restart(deadline, self.config.interrupt_grace, self.restart, (KernelError,))
-
     # --- control ----------------------------------------------------------------------------------
 
     async def interrupt(self) -> None:
@@ -612,23 +458,6 @@ class GatewayKernel:
         channels = self._channels
         if channels is not None and self._healthy(channels):
             await self._send_interrupt(channels)
-
-    async def settle_output(self, max_wait: float = 0.5) -> None:
-        """Wait (at most ``max_wait`` seconds) until the output the kernel has already published is
-        handed out by the running execution.
-
-        Used before surfacing an event that came from the kernel by another route (an approval
-        request over the tool server's socket). The gateway keeps the order of the kernel's output
-        messages, so a control-channel request's ``status`` message on iopub marks the point.
-        """
-        channels = self._channels
-        if channels is None or channels.closed or not self._busy:
-            return
-        try:
-            msg_id = await channels.send("control", "kernel_info_request", {})
-        except KernelError:
-            return
-        await channels.wait_received(msg_id, max_wait)
 
     async def _settle_interrupts(self) -> None:
         """Wait until the interrupts fired so far were delivered (each is one bounded request)."""
@@ -652,6 +481,75 @@ class GatewayKernel:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("alive" if self.is_alive else "not running")
         return f"<GatewayKernel {self.kernel_id} on {self.gateway.url} {state}>"
+
+
+class _GatewayTransport:
+    """The execute loop's transport over the gateway's websocket (shell and iopub on one stream)."""
+
+    restart_failures: tuple[type[Exception], ...] = (KernelError,)
+
+    def __init__(self, kernel: GatewayKernel, channels: GatewayChannels) -> None:
+        self._kernel = kernel
+        self._channels = channels
+        self._generation = kernel._generation
+        self._replies: list[Message] = []
+        self._liveness = _LivenessCheck(kernel.gateway.liveness_interval)
+        self._open = True
+        channels.listen(True)
+
+    def _check(self) -> None:
+        self._kernel._check_kernel(self._channels, self._generation)
+
+    async def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
+        try:
+            return await self._channels.send(channel, msg_type, content)
+        except KernelError:
+            self._check()  # the specific reason, if there is one
+            raise
+
+    async def output(self, timeout: float) -> Message | None:
+        end = time.monotonic() + timeout
+        while True:
+            self._check()
+            message = await self._channels.receive(max(0.0, end - time.monotonic()))
+            if message is None or message["channel"] == "iopub":
+                return message
+            if message["channel"] == "shell":
+                self._replies.append(message)  # the reply may overtake the output
+
+    async def reply(self, timeout: float) -> Message | None:
+        if self._replies:
+            return self._replies.pop(0)
+        end = time.monotonic() + timeout
+        while True:
+            self._check()
+            message = await self._channels.receive(max(0.0, end - time.monotonic()))
+            if message is None or message["channel"] == "shell":
+                return message
+
+    async def check(self) -> None:
+        self._check()
+        if self._liveness.due():
+            await self._kernel._check_gateway(self._channels, self._generation)
+
+    def interrupt(self) -> None:
+        self._kernel._fire_interrupt(self._channels)
+
+    async def settle(self) -> None:
+        await self._kernel._settle_interrupts()
+
+    def finish(self, *, abandoned: bool) -> None:
+        if not self._open:
+            return
+        self._open = False
+        channels = self._channels
+        channels.listen(False)
+        if abandoned and not channels.closed and self._kernel._healthy(channels):
+            # The consumer stopped listening (break, cancellation): stop the code too.
+            self._kernel._fire_interrupt(channels)
+
+    async def restart(self) -> None:
+        await self._kernel.restart()
 
 
 class _LivenessCheck:
