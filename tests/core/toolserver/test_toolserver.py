@@ -158,7 +158,7 @@ async def test_waiting_call_survives_heartbeats_and_edited_arguments_are_used(
 ) -> None:
     # The runtime gives up on a host silent for LOST_HOST_AFTER seconds. The human thinks four times
     # that long: only the heartbeats (every 0.05 s here) keep the call alive.
-    monkeypatch.setattr(runtime, "LOST_HOST_AFTER", 0.5)
+    monkeypatch.setattr(runtime, "LOST_HOST_AFTER", 0.75)
     served.gate.policy = "always"
     task = asyncio.ensure_future(in_thread(lambda: served.call("add", {"a": 5})))
     while not served.requests:
