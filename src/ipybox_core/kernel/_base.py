@@ -119,9 +119,7 @@ class KernelBase(ABC):
         self._busy = True
         try:
             transport = await self._transport()
-            loop = execute_loop(
-                transport, code, as_deadline(timeout), silent, self._settings(), self._marks
-            )
+            loop = execute_loop(transport, code, as_deadline(timeout), silent, self._settings(), self._marks)
             async with aclosing(loop) as events:
                 async for event in events:
                     if isinstance(event, ExecutionFinished):

@@ -33,9 +33,7 @@ async def executor(
         yield ex
 
 
-async def _requests_with_output_before(
-    executor: CodeExecutor, code: str
-) -> list[tuple[str, dict[str, str]]]:
+async def _requests_with_output_before(executor: CodeExecutor, code: str) -> list[tuple[str, dict[str, str]]]:
     """(request name and args, stream name → text handed out before it) for each approval request."""
     seen: list[tuple[str, dict[str, str]]] = []
     text = {"stdout": "", "stderr": ""}
