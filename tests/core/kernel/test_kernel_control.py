@@ -1,4 +1,5 @@
-"""Timeouts, interrupts and restarts, in both interrupt modes (signal and control-channel message)."""
+"""Timeouts, interrupts and restarts, in both interrupt modes (signal and control-channel message), on
+both backends (local and on a Jupyter Kernel Gateway)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from _backends import BACKENDS, make_kernel
 
 from ipybox_core.errors import ExecutionTimeout, KernelError
 from ipybox_core.kernel import (
@@ -17,19 +19,29 @@ from ipybox_core.kernel import (
     KernelConfig,
     StreamText,
 )
+from ipybox_core.kernel._base import KernelBase
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["signal", "message"])
-async def kernel(request: pytest.FixtureRequest) -> AsyncIterator[Kernel]:
-    config = KernelConfig(interrupt_mode=request.param, interrupt_grace=1.0)
-    async with Kernel(config) as kernel:
-        assert kernel.interrupt_mode == request.param
+@pytest_asyncio.fixture(
+    scope="module",
+    loop_scope="module",
+    params=[(backend, mode) for backend in BACKENDS for mode in ("signal", "message")],
+    ids=lambda param: "-".join(param),
+)
+async def kernel(request: pytest.FixtureRequest) -> AsyncIterator[KernelBase]:
+    backend, mode = request.param
+    config = KernelConfig(interrupt_mode=mode, interrupt_grace=1.0)
+    async with make_kernel(request, backend, config) as kernel:
         yield kernel
 
 
-async def test_timeout_interrupts_an_infinite_loop_and_keeps_state(kernel: Kernel) -> None:
+async def pid_of(kernel: KernelBase) -> int:
+    return int((await kernel.run("import os; print(os.getpid())")).text)
+
+
+async def test_timeout_interrupts_an_infinite_loop_and_keeps_state(kernel: KernelBase) -> None:
     await kernel.run("kept = 'state'")
     with pytest.raises(ExecutionTimeout) as raised:
         await kernel.run("while True: pass", timeout=0.5)
@@ -38,7 +50,7 @@ async def test_timeout_interrupts_an_infinite_loop_and_keeps_state(kernel: Kerne
     assert (await kernel.run("kept")).text == "'state'\n"
 
 
-async def test_timeout_yields_output_produced_before_it(kernel: Kernel) -> None:
+async def test_timeout_yields_output_produced_before_it(kernel: KernelBase) -> None:
     events: list[object] = []
 
     async def consume() -> None:
@@ -50,13 +62,13 @@ async def test_timeout_yields_output_produced_before_it(kernel: Kernel) -> None:
     assert events == [StreamText("stdout", "before\n")], "the interrupt is reported as the timeout only"
 
 
-async def test_timeout_interrupts_a_shell_command(kernel: Kernel) -> None:
+async def test_timeout_interrupts_a_shell_command(kernel: KernelBase) -> None:
     with pytest.raises(ExecutionTimeout):
         await kernel.run("!sleep 60", timeout=0.5)
     assert (await kernel.run("'after'")).text == "'after'\n"
 
 
-async def test_paused_deadline_does_not_expire(kernel: Kernel) -> None:
+async def test_paused_deadline_does_not_expire(kernel: KernelBase) -> None:
     deadline = Deadline(0.2)
     deadline.pause()  # e.g. while a human decides about a tool call
     output = await kernel.run("import time; time.sleep(0.5); 'done'", timeout=deadline)
@@ -66,12 +78,12 @@ async def test_paused_deadline_does_not_expire(kernel: Kernel) -> None:
         await kernel.run("import time; time.sleep(30)", timeout=deadline)
 
 
-async def test_code_finishing_in_time_is_not_a_timeout(kernel: Kernel) -> None:
+async def test_code_finishing_in_time_is_not_a_timeout(kernel: KernelBase) -> None:
     output = await kernel.run("import time; time.sleep(0.05); 'quick'", timeout=Deadline(30))
     assert output.text == "'quick'\n"
 
 
-async def test_interrupt_raises_keyboard_interrupt_in_the_code(kernel: Kernel) -> None:
+async def test_interrupt_raises_keyboard_interrupt_in_the_code(kernel: KernelBase) -> None:
     await kernel.run("survivor = 1")
     events = []
     async for event in kernel.execute("print('looping', flush=True)\nwhile True: pass"):
@@ -84,26 +96,31 @@ async def test_interrupt_raises_keyboard_interrupt_in_the_code(kernel: Kernel) -
     assert (await kernel.run("survivor")).text == "1\n"
 
 
-async def test_interrupt_while_idle_is_harmless(kernel: Kernel) -> None:
+async def test_interrupt_while_idle_is_harmless(kernel: KernelBase) -> None:
     await kernel.interrupt()
     assert (await kernel.run("1 + 1")).text == "2\n"
     assert kernel.is_alive
 
 
-async def test_restart_gives_fresh_state_in_the_same_runtime_dir(kernel: Kernel) -> None:
+async def test_restart_gives_fresh_state_in_the_same_runtime_dir(kernel: KernelBase) -> None:
     await kernel.run("doomed = 1")
-    runtime_dir, pid, generation = kernel.runtime_dir, kernel.pid, kernel.generation
+    runtime_dir = kernel.runtime_dir if isinstance(kernel, Kernel) else None
+    pid, generation = await pid_of(kernel), kernel.generation
     await kernel.restart()
-    assert kernel.runtime_dir == runtime_dir
-    assert kernel.pid != pid
+    if isinstance(kernel, Kernel):
+        assert kernel.runtime_dir == runtime_dir
+    assert await pid_of(kernel) != pid
     assert kernel.generation == generation + 1
     output = await kernel.run("doomed")
     assert output.error is not None and output.error.ename == "NameError"
     assert (await kernel.run("'fresh'")).text == "'fresh'\n"
 
 
-async def test_code_ignoring_interrupts_gets_the_kernel_restarted() -> None:
-    async with Kernel(KernelConfig(interrupt_grace=1.0)) as kernel:
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_code_ignoring_interrupts_gets_the_kernel_restarted(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    async with make_kernel(request, backend, KernelConfig(interrupt_grace=1.0)) as kernel:
         await kernel.run("lost = 1")
         generation = kernel.generation
         code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
@@ -116,14 +133,14 @@ async def test_code_ignoring_interrupts_gets_the_kernel_restarted() -> None:
         assert output.error is not None and output.error.ename == "NameError"
 
 
-async def test_zero_timeout_still_interrupts_promptly(kernel: Kernel) -> None:
+async def test_zero_timeout_still_interrupts_promptly(kernel: KernelBase) -> None:
     # The interrupt is sent before the code started; it is repeated once the code runs.
     with pytest.raises(ExecutionTimeout) as raised:
         await kernel.run("import time\nwhile True: time.sleep(0.001)", timeout=0)
     assert "restarted" not in str(raised.value)
 
 
-async def test_restart_during_an_execution_ends_it_with_an_error(kernel: Kernel) -> None:
+async def test_restart_during_an_execution_ends_it_with_an_error(kernel: KernelBase) -> None:
     events = kernel.execute("print('running', flush=True)\nwhile True: pass")
     assert await anext(events) == StreamText("stdout", "running\n")
     await kernel.restart()
@@ -132,7 +149,7 @@ async def test_restart_during_an_execution_ends_it_with_an_error(kernel: Kernel)
     assert (await kernel.run("'after restart'")).text == "'after restart'\n"
 
 
-async def test_environment_updates_survive_restarts(kernel: Kernel, tmp_path: Path) -> None:
+async def test_environment_updates_survive_restarts(kernel: KernelBase, tmp_path: Path) -> None:
     (tmp_path / "survivor_module.py").write_text("NAME = 'survivor'\n")
     await kernel.update_environment({"TOOL_SERVER_ADDRESS": "unix:/x"}, python_path=[tmp_path])
     await kernel.restart()

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from _backends import BACKENDS, make_kernel
 
 from ipybox_core.kernel import (
     ClearOutput,
@@ -26,6 +27,7 @@ from ipybox_core.kernel import (
     OutputCollector,
     StreamText,
 )
+from ipybox_core.kernel._base import KernelBase
 from ipybox_core.kernel._iopub import output_events
 from ipybox_core.kernel._kernel_bootstrap import (
     DISPLAY_OMITTED_MIME,
@@ -136,9 +138,9 @@ def test_the_frame_limit_for_the_iopub_socket_admits_every_honest_message() -> N
 pytestmark_async = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kernel() -> AsyncIterator[Kernel]:
-    async with Kernel(KernelConfig(output_limit=LIMIT)) as started:
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def kernel(request: pytest.FixtureRequest) -> AsyncIterator[KernelBase]:
+    async with make_kernel(request, request.param, KernelConfig(output_limit=LIMIT)) as started:
         yield started
 
 

@@ -1,6 +1,7 @@
 """Executing code in a real IPython kernel: state, streaming, rich output, errors, shell, limits.
 
-One kernel is shared by the module (tests that would disturb it use their own).
+One kernel per backend (local, and on a Jupyter Kernel Gateway) is shared by the module (tests that
+would disturb it use their own); tests of what only a local kernel has run on the local one.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from _backends import BACKENDS, make_kernel
 
 from ipybox_core.errors import ExecutorBusy
 from ipybox_core.kernel import (
@@ -24,6 +26,7 @@ from ipybox_core.kernel import (
     OutputTruncated,
     StreamText,
 )
+from ipybox_core.kernel._base import KernelBase
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -35,15 +38,16 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ws")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kernel(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Kernel]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def kernel(
+    request: pytest.FixtureRequest, workspace: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[KernelBase]:
     extra = tmp_path_factory.mktemp("extra_path")
     (extra / "extra_module_for_test.py").write_text("VALUE = 'from python_path'\n")
     os.environ[SECRET_NAME] = "host-only-secret"
+    config = KernelConfig(cwd=workspace, env={"GIVEN_VAR": "given"}, python_path=[extra], output_limit=2000)
     try:
-        async with Kernel(
-            KernelConfig(cwd=workspace, env={"GIVEN_VAR": "given"}, python_path=[extra], output_limit=2000)
-        ) as kernel:
+        async with make_kernel(request, request.param, config) as kernel:
             yield kernel
     finally:
         del os.environ[SECRET_NAME]
@@ -170,6 +174,7 @@ async def test_shell_escape_and_bash_cell(kernel: Kernel) -> None:
     assert output.text == "line 1\nline 2\noops\n"
 
 
+@pytest.mark.parametrize("kernel", ["local"], indirect=True)  # a gateway's kernels get its environment
 async def test_host_environment_is_not_inherited(kernel: Kernel) -> None:
     output = await kernel.run(
         "import os\n"
@@ -188,10 +193,10 @@ async def test_cwd_and_python_path(kernel: Kernel, workspace: Path) -> None:
     assert output.text == f"{workspace} from python_path\n"
 
 
-async def test_packages_created_after_start_are_importable(kernel: Kernel, workspace: Path) -> None:
-    await kernel.run("import sys, os; sys.path.insert(0, os.path.join(os.getcwd(), 'generated'))")
+async def test_packages_created_after_start_are_importable(kernel: Kernel, tmp_path: Path) -> None:
+    await kernel.run(f"import sys; sys.path.insert(0, {str(tmp_path)!r})")
     await kernel.run("try:\n    import late_pkg\nexcept ImportError:\n    pass")  # caches the miss
-    package = workspace / "generated" / "late_pkg"
+    package = tmp_path / "late_pkg"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("X = 5\n")
     output = await kernel.run("import late_pkg\nlate_pkg.X")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from _backends import BACKENDS, make_kernel
 
 from ipybox_core.kernel import Kernel, KernelConfig
+from ipybox_core.kernel._base import KernelBase
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,10 +29,13 @@ _runtime.approve_shell_command = _fake_approve
 """
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kernel(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Kernel]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def kernel(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[KernelBase]:
     workspace = tmp_path_factory.mktemp("ws")
-    async with Kernel(KernelConfig(cwd=workspace, shell_approval=True)) as kernel:
+    config = KernelConfig(cwd=workspace, shell_approval=True)
+    async with make_kernel(request, request.param, config) as kernel:
         output = await kernel.run(FAKE_APPROVAL)
         assert output.error is None, output.error
         yield kernel
