@@ -13,14 +13,18 @@ How the Linux sandbox is built, and why (each point was checked on a root-run De
   top: the policy's hidden paths, ``.env``-like names in the workspace/extra paths (scanned at each
   launch: files created later are not covered), and, when the application runs as root, every file
   in ``/etc`` other users cannot read (``/etc/shadow``, ``/etc/ssl/private``, ...).
-* **The kernel keeps the caller's uid.** ``--uid 65534`` inside a user namespace still maps to the
-  caller's host uid: as root the sandbox would still own (and read) root's 0600 files and stay
-  exempt from ``RLIMIT_NPROC`` — so it buys nothing. Running as a real unprivileged host uid
-  (``setpriv``) breaks the workspace (owned by the caller, unwritable) and the Python environment
-  under ``/root`` (unreadable). Instead: no capabilities (``--cap-drop ALL``: without it root
-  inside could remount ``/`` writable), ``no_new_privs``, no nested user namespaces, the root
-  built from an allow-list, and ``/proc`` read-only (as host root, even without capabilities,
-  the sandbox could otherwise write global sysctls such as ``kernel.core_pattern``).
+* **An unprivileged uid for a root application.** As root, the kernel runs as
+  ``SandboxPolicy.sandbox_uid`` (default 1000000000): bubblewrap builds the sandbox as root of a
+  user namespace owned by that uid (:mod:`._userns`), and the bootstrap switches to the uid for
+  good, emptying every capability set. Root's 0600 files are out of reach and per-user kernel
+  quotas are charged to that uid, not to root. The workspace and ``allow_write`` paths must belong
+  to it: an empty directory (such as a workspace ipybox created) is given to it; a directory with
+  files of another owner is never given away, and the kernel then stays root in its namespace,
+  with a warning. Otherwise (and for non-root callers, whose uid the kernel keeps): no capabilities
+  (``--cap-drop ALL``: without it root inside could remount ``/`` writable), ``no_new_privs``, no
+  nested user namespaces, the root built from an allow-list, and ``/proc`` read-only (as host root,
+  even without capabilities, the sandbox could otherwise write global sysctls such as
+  ``kernel.core_pattern``).
 * **Namespaces:** user, PID (host processes invisible, ``/proc/<pid>/environ`` unreachable), IPC
   (no host SysV/POSIX IPC), UTS, cgroup and network (only a private loopback; abstract unix
   sockets of the host unreachable). The environment is rebuilt from the launch spec.

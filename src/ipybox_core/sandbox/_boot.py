@@ -7,7 +7,11 @@ environment). Usage::
     python -c <this source> '<json config>' --exec /path/prog args...            # exec a program
 
 The config is ``{"rlimits": {"RLIMIT_DATA": [soft, hard], ...}, "cpu_seconds": n | null,
-"cpu_grace_seconds": n, "proxy": {"port": p, "socket": path} | null}``. With ``-m`` the module runs
+"cpu_grace_seconds": n, "proxy": {"port": p, "socket": path} | null, "user": {"uid": n, "home":
+path, "cwd": path} | null}``. With ``user`` (the application runs as root), the bootstrap first
+switches to that uid and gid for good, which clears every capability, checks that none is left,
+and only then enters the working directory (the kernel's uid owns it; root without capabilities
+may not enter it). With ``-m`` the module runs
 in this interpreter (``runpy``) so the ``SIGXCPU`` handler installed here stays in force: when the
 CPU budget is used up, the running cell gets a ``CpuTimeLimitExceeded`` (a ``TimeoutError``) instead
 of the kernel dying silently. With ``proxy``, a forked child forwards ``127.0.0.1:port`` (the
@@ -17,6 +21,7 @@ sandbox's own loopback) to the host's filtering proxy on the unix socket ``path`
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -40,6 +45,44 @@ def _apply_rlimits(rlimits: dict[str, list[int]]) -> None:
             hard = min(hard, current_hard)
             soft = min(soft, hard)
         resource.setrlimit(which, (soft, hard))
+
+
+_CAPABILITY_SETS = ("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")
+_PR_CAPBSET_DROP = 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _clear_bounding_and_inheritable() -> None:
+    """Empty the bounding and inheritable sets (while CAP_SETPCAP is still held)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {capability}")
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[2] = data[5] = 0  # inheritable, both 32-bit halves
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _become(uid: int, home: str, cwd: str) -> None:
+    """Switch to ``uid`` (and the same gid, no supplementary groups) for good; create ``home``,
+    enter ``cwd``."""
+    _clear_bounding_and_inheritable()
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # leaving uid 0 clears the effective and permitted sets
+    with open("/proc/self/status", encoding="ascii") as status:
+        capabilities = [line.split()[1] for line in status if line.startswith(_CAPABILITY_SETS)]
+    if os.getresuid() != (uid, uid, uid) or any(int(value, 16) for value in capabilities):
+        sys.stderr.write("ipybox sandbox bootstrap: could not drop root privileges\n")
+        os._exit(125)
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    os.chdir(cwd)
 
 
 def _install_cpu_handler(seconds: int, grace: int) -> None:
@@ -106,6 +149,8 @@ def main(argv: list[str]) -> None:
     config = json.loads(argv[0])
     command = argv[1:]
     _apply_rlimits(config.get("rlimits", {}))
+    if config.get("user"):
+        _become(config["user"]["uid"], config["user"]["home"], config["user"]["cwd"])
     if config.get("proxy"):
         _start_forwarder(config["proxy"]["port"], config["proxy"]["socket"])
     if config.get("cpu_seconds"):

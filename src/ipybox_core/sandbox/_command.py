@@ -80,10 +80,13 @@ def boot_command(
     *,
     process_limit: bool,
     proxy: tuple[int, str] | None = None,
+    user: tuple[int, str, str] | None = None,
 ) -> list[str]:
     """``spec.argv`` run through the bootstrap (:mod:`._boot`), which applies ``limits`` first.
 
     ``proxy`` (port, unix socket path) starts the in-sandbox forwarder to the host's filtering proxy.
+    ``user`` (uid, home, working directory) makes the bootstrap switch to that uid first, then
+    enter the directory (see :mod:`._userns`).
 
     ``python [options] -m module ...`` runs the module in the same interpreter (so the CPU-budget
     handler stays installed); anything else is ``exec``-ed by this interpreter (:data:`sys.executable`).
@@ -94,6 +97,7 @@ def boot_command(
             "cpu_seconds": limits.cpu_seconds,
             "cpu_grace_seconds": limits.cpu_grace_seconds,
             "proxy": {"port": proxy[0], "socket": proxy[1]} if proxy else None,
+            "user": {"uid": user[0], "home": user[1], "cwd": user[2]} if user else None,
         },
         separators=(",", ":"),
     )

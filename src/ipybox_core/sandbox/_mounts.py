@@ -73,27 +73,44 @@ class FilesystemPlan:
         bind = self.enclosing_bind(Path(os.path.normpath(path)))
         return bind is not None and bind.writable and self.is_visible(path)
 
-    def bwrap_args(self, deny_file: Path, sockets: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+    def bwrap_args(
+        self, deny_file: Path, sockets: Sequence[tuple[Path, Path]] = (), *, unprivileged: bool = False
+    ) -> list[str]:
         """The bubblewrap options that build this file system.
 
         ``deny_file`` is an empty mode-000 file (the mask of hidden files); ``sockets`` are host unix
         sockets ``(source, path in /tmp)`` to show inside (a mount point cannot be removed).
+        ``unprivileged``: the kernel will switch to an unprivileged uid, so the directories leading
+        to each bind are made traversable (``0755``) and ``HOME`` is left to the kernel to create.
         """
         size = ["--size", str(self.tmp_size_bytes)] if self.tmp_size_bytes else []
         early = [bind for bind in self.binds if len(bind.path.parts) <= 2 and not _in_tmp(bind.path)]
         late = [bind for bind in self.binds if bind not in early]
         args: list[str] = []
-        for bind in early:
-            args += _bind_args(bind)
+        opened: set[Path] = {Path("/"), *_RESERVED}
+
+        def bind(item: Bind) -> list[str]:
+            if not unprivileged:
+                return _bind_args(item)
+            parents: list[str] = []
+            for parent in reversed(item.path.parents):
+                mounted = any(parent.is_relative_to(other.path) for other in self.binds if other is not item)
+                if parent not in opened and not mounted:
+                    parents += ["--perms", "0755", "--dir", str(parent)]
+                    opened.add(parent)
+            return parents + _bind_args(item)
+
+        for item in early:
+            args += bind(item)
         for target, link in self.symlinks:
             args += ["--symlink", target, str(link)]
         # /proc read-only: as host root (even without capabilities) the sandbox could otherwise write
         # global sysctls such as kernel.core_pattern, which bwrap leaves writable.
         args += ["--proc", "/proc", "--remount-ro", "/proc"]
-        args += ["--dev", "/dev", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        args += ["--dev", "/dev", *size, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         args += [*size, "--perms", "1777", "--tmpfs", "/tmp"]
-        for bind in late:
-            args += _bind_args(bind)
+        for item in late:
+            args += bind(item)
         for hidden in self.hidden:
             if hidden.directory:
                 args += ["--perms", "0000", "--tmpfs", str(hidden.path)]
@@ -101,7 +118,7 @@ class FilesystemPlan:
                 args += ["--ro-bind", str(deny_file), str(hidden.path)]
         for socket_source, socket_target in sockets:
             args += ["--ro-bind", str(socket_source), str(socket_target)]
-        if self.home == SANDBOX_HOME:
+        if self.home == SANDBOX_HOME and not unprivileged:
             args += ["--perms", "0700", "--dir", str(SANDBOX_HOME)]
         args += ["--remount-ro", "/"]
         return args

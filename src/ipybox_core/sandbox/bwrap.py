@@ -15,6 +15,7 @@ user of the host could read them with ``ps``, and never on disk, where a crash w
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -29,10 +30,14 @@ from ipybox_core.kernel.launcher import InterruptMode, LaunchSpec
 from ipybox_core.sandbox._cgroups import KernelCgroups, available_controllers, create_cgroups
 from ipybox_core.sandbox._command import boot_command, module_index, sandbox_environment
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
+from ipybox_core.sandbox._ownership import give_directory
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox._seccomp import seccomp_program
+from ipybox_core.sandbox._userns import mapped_user_namespace
 from ipybox_core.sandbox.policy import SandboxPolicy
 from ipybox_core.sandbox.probe import find_bwrap, probe_sandbox
+
+logger = logging.getLogger(__name__)
 
 PROXY_PORT = 3128
 """Port of the in-sandbox forwarder to the filtering proxy (``HTTP(S)_PROXY``), on the sandbox's loopback."""
@@ -91,6 +96,11 @@ class BwrapLauncher:
                 "directory with the pids controller delegated), or accept no process limit with "
                 "ResourceLimits(max_processes=None)."
             )
+        writable = [self.workspace, *(policy.expand(path, self.workspace) for path in policy.allow_write)]
+        self.uid = _unprivileged_uid(policy, writable)
+        """The host uid the kernel runs as when the application is root (see :mod:`._userns`), or
+        None: the kernel is the application's user (as root: root in a user namespace)."""
+        self._userns = mapped_user_namespace(self.uid) if self.uid is not None else None
         self._private = Path(tempfile.mkdtemp(prefix="ipybox-launch-"))
         mark_owner(self._private)
         self._deny_file = self._private / "denied"
@@ -131,11 +141,13 @@ class BwrapLauncher:
         if self.policy.allow_hosts:
             sockets.append((self._proxy_socket(spec.runtime_dir), PROXY_SOCKET))
             proxy = (PROXY_PORT, str(PROXY_SOCKET))
+        if self.uid is not None:
+            self._open_to_kernel(spec, [*self.sockets, *(source for source, _ in sockets)])
+        userns_fd = os.dup(self._userns) if self._userns is not None else None
         options = [
-            *self._namespace_options(),
-            *plan.bwrap_args(self._deny_file, sockets),
-            "--chdir",
-            str(spec.cwd.absolute()),
+            *self._namespace_options(userns_fd),
+            *plan.bwrap_args(self._deny_file, sockets, unprivileged=self.uid is not None),
+            *([] if self.uid is not None else ["--chdir", str(spec.cwd.absolute())]),  # else: _boot.py
             "--clearenv",
         ]
         environment = sandbox_environment(
@@ -148,13 +160,17 @@ class BwrapLauncher:
         environment["IPYTHONDIR"] = SANDBOX_IPYTHON_DIR
         for key, value in environment.items():
             options += ["--setenv", key, value]
-        seccomp_fd = _memory_file("ipybox-seccomp", seccomp_program(as_root=os.geteuid() == 0))
+        shared_quotas = os.geteuid() == 0 and self.uid is None
+        extra_fds = [] if userns_fd is None else [userns_fd]
         try:
-            options += ["--seccomp", str(seccomp_fd)]
+            extra_fds.append(_memory_file("ipybox-seccomp", seccomp_program(as_root=shared_quotas)))
+            options += ["--seccomp", str(extra_fds[-1])]
             options_fd = _memory_file("ipybox-bwrap-options", b"".join(o.encode() + b"\0" for o in options))
         except BaseException:
-            os.close(seccomp_fd)
+            for fd in extra_fds:
+                os.close(fd)
             raise
+        user = (self.uid, str(plan.home), str(spec.cwd.absolute())) if self.uid is not None else None
         argv = [
             "/bin/sh",
             "-c",
@@ -168,7 +184,7 @@ class BwrapLauncher:
             "--",
             # Inside the user namespace RLIMIT_NPROC counts the sandbox's processes only, but root
             # is exempt from it: as root the pids cgroup bounds the process count.
-            *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0, proxy=proxy),
+            *boot_command(spec, self.policy.limits, process_limit=os.geteuid() != 0, proxy=proxy, user=user),
         ]
         return LaunchSpec(
             argv=argv,
@@ -177,21 +193,36 @@ class BwrapLauncher:
             runtime_dir=spec.runtime_dir,
             ipc_dir=spec.ipc_dir,
             kernel_files=spec.kernel_files,
-            pass_fds=(*spec.pass_fds, options_fd, seccomp_fd),
+            pass_fds=(*spec.pass_fds, options_fd, *extra_fds),
         )
 
-    def _namespace_options(self) -> list[str]:
+    def _open_to_kernel(self, spec: LaunchSpec, sockets: Sequence[Path]) -> None:
+        """What the unprivileged kernel must reach of the host's own files: its socket directory,
+        its start files (in the host-only runtime directory) and the sockets passed to it."""
+        assert self.uid is not None
+        if spec.ipc_dir is not None:
+            os.chown(spec.ipc_dir, self.uid, self.uid, follow_symlinks=False)
+        for path in spec.kernel_files:
+            os.chmod(path, 0o644, follow_symlinks=False)  # the runtime directory itself stays 0700
+        for path in sockets:
+            os.chown(path, self.uid, self.uid, follow_symlinks=False)
+
+    def _namespace_options(self, userns_fd: int | None) -> list[str]:
+        if userns_fd is None:
+            user = ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        else:
+            # Built as root of a namespace in which the kernel's uid exists; the bootstrap switches
+            # to that uid (which clears these capabilities as well) before anything else runs.
+            user = ["--userns", str(userns_fd), "--cap-drop", "ALL"]
+            user += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         options = [
             "--die-with-parent",
             "--new-session",
-            "--unshare-user",
+            *user,
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
-            "--disable-userns",
-            "--cap-drop",
-            "ALL",
             "--hostname",
             "ipybox",
         ]
@@ -220,6 +251,32 @@ class BwrapLauncher:
             memory_bytes=total * 2**20 if total else None,
             max_pids=limits.max_processes,
         )
+
+
+def _unprivileged_uid(policy: SandboxPolicy, writable: Sequence[Path]) -> int | None:
+    """``policy.sandbox_uid`` if the application is root and every writable tree can be given to
+    that uid without taking anything from anyone: it already owns it, or the tree is an empty
+    directory (such as the workspace ipybox just created). A directory holding files of another
+    owner (a project, a home) is never given away: the kernel then stays root in its namespace."""
+    uid = policy.sandbox_uid
+    if os.geteuid() != 0 or uid is None:
+        return None
+    for tree in writable:
+        info = tree.stat()
+        if info.st_uid != uid and any(tree.iterdir()):
+            logger.warning(
+                "the sandbox runs as root in a user namespace, not as uid %d: %s belongs to uid %d and "
+                "is not empty (give it to uid %d to run the kernel unprivileged)",
+                uid,
+                tree,
+                info.st_uid,
+                uid,
+            )
+            return None
+    for tree in writable:
+        if tree.stat().st_uid != uid:
+            give_directory(tree, uid)  # empty: nothing of anyone else changes owner
+    return uid
 
 
 def _memory_file(name: str, data: bytes) -> int:

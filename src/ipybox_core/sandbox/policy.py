@@ -109,6 +109,11 @@ class ResourceLimits(BaseModel):
         return 2 * self.memory_mb + (self.tmp_size_mb or 0)
 
 
+DEFAULT_SANDBOX_UID = 1_000_000_000
+"""The host uid (and gid) a root application's sandboxed kernel runs as: far from system users,
+``nobody`` and the usual subordinate-id ranges, so that no other host process shares it."""
+
+
 class SandboxPolicy(BaseModel):
     """Where a sandboxed kernel may read and write, what network it gets, and its resource limits.
 
@@ -119,6 +124,9 @@ class SandboxPolicy(BaseModel):
     entirely (no isolation). ``hidden_paths`` and ``hidden_names`` hide secrets inside visible
     trees; ``extra_hidden_paths`` adds to the defaults. ``private_file_scan`` lists system trees in
     which, when the application runs as root, every file other users could not read is hidden too.
+    ``sandbox_uid`` is the unprivileged host uid the kernel runs as when the application runs as
+    root (the workspace and ``allow_write`` paths are given to it); ``None`` keeps the kernel root
+    inside a user namespace without capabilities (per-user kernel quotas then shared with root).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -135,6 +143,7 @@ class SandboxPolicy(BaseModel):
     network: bool = False
     allow_hosts: tuple[str, ...] = ()
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    sandbox_uid: int | None = Field(default=DEFAULT_SANDBOX_UID, ge=1, le=2**32 - 2)
 
     @field_validator("system_paths", "private_file_scan")
     @classmethod

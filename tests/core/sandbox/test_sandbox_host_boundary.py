@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import socket
@@ -24,12 +25,14 @@ from sandbox_kit import require_bwrap, start_sandboxed, unix_server
 from ipybox_core import CodeExecutor, KernelDied
 from ipybox_core.kernel._ipc_paths import PinnedSockets, PlantedPath
 from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
+from ipybox_core.sandbox.policy import DEFAULT_SANDBOX_UID
 from prerequisites import require
 from servers import PYTHON, SERVE_SCRIPT
 
 pytestmark = [pytest.mark.sandbox]
 
 POLICY = SandboxPolicy(limits=ResourceLimits(max_processes=64))
+UID = DEFAULT_SANDBOX_UID
 STDIO_SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"]}
 
 
@@ -358,37 +361,129 @@ async def test_a_killed_application_leaves_nothing_readable_and_the_next_start_s
     finally:
         app.kill()  # SIGKILL: no cleanup runs
         app.wait()
+    # control: a killed application cannot remove its directories (checked at once: another ipybox
+    # application on this machine may sweep them any moment)
+    leftovers = {path for path in left if path.exists()}
+    assert leftovers
+    assert _files_holding(started["token"].encode(), leftovers) == []
     for _ in range(100):  # the kernel (--die-with-parent) and the stdio server follow it
         if not Path(f"/proc/{started['kernel']}").exists():
             break
         await asyncio.sleep(0.1)
     assert not Path(f"/proc/{started['kernel']}").exists()
-    leftovers = {path for path in left if path.exists()}
-    assert leftovers, "control: a killed application cannot remove its directories"
-    assert _files_holding(started["token"].encode(), leftovers) == []
-    async with CodeExecutor(workspace=tmp_path / "ws2", sandbox=True):
-        pass
+    next_start = (  # the next application: its first kernel start sweeps (once per process)
+        "import asyncio, sys\nfrom ipybox_core import CodeExecutor\n"
+        "async def main():\n    async with CodeExecutor(workspace=sys.argv[1], sandbox=True):\n        pass\n"
+        "asyncio.run(main())\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", next_start, str(tmp_path / "ws2")], timeout=120, check=False
+    )
+    assert done.returncode == 0
     assert {path for path in leftovers if path.exists()} == set()
 
 
-INOTIFY_PROBE = (
-    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init1(0)\n"
-    "print('created' if fd >= 0 else os.strerror(ctypes.get_errno()))\nif fd >= 0:\n    os.close(fd)\n"
+HOARD_INOTIFY = (
+    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nheld = []\n"
+    "while len(held) < 4096:\n    fd = libc.inotify_init1(0)\n    if fd < 0:\n        break\n"
+    "    held.append(fd)\nprint(len(held), os.strerror(ctypes.get_errno()))\n"
 )
 
 
-async def test_as_root_the_sandbox_cannot_use_up_the_applications_inotify_quota(tmp_path: Path) -> None:
-    """As root the sandbox is root in a user namespace: inotify instances would count against the
-    application's own per-user limit (128 by default), so the filter refuses them."""
+def _host_inotify_works() -> bool:
+    import ctypes
+
+    fd = ctypes.CDLL(None, use_errno=True).inotify_init1(0)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def _python_kernel_uids(kernel_pid: int) -> set[int]:
+    """Host uids of the kernel's Python processes (bwrap's own helper stays root, without any
+    capability in the host's namespace)."""
+    import psutil
+
+    children = psutil.Process(kernel_pid).children(recursive=True)
+    kernels = [
+        child for child in children if child.name() != "bwrap" and "ipykernel_launcher" in child.cmdline()
+    ]
+    return {child.uids().real for child in kernels}
+
+
+async def test_a_root_applications_kernel_runs_as_the_unprivileged_sandbox_uid(tmp_path: Path) -> None:
+    require_bwrap()
+    require(os.geteuid() == 0, "the uid switch happens when the application runs as root")
+    workspace = tmp_path / "empty-ws"
+    workspace.mkdir()  # empty: ipybox may give it to the sandbox's uid
+    kernel = await start_sandboxed(POLICY, workspace)
+    try:
+        inside = await kernel.run(
+            "import json, os\nopen('made-here', 'w').close()\n"
+            "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+            "print(json.dumps([os.getresuid(), os.getresgid(), os.getgroups(), caps]))"
+        )
+        uids, gids, groups, capabilities = json.loads(inside.text)
+        assert uids == gids == [UID, UID, UID] and groups == []
+        assert (
+            capabilities == ["0000000000000000"] * 5
+        )  # inheritable, permitted, effective, bounding, ambient
+        assert kernel.pid is not None and _python_kernel_uids(kernel.pid) == {UID}
+        assert (workspace / "made-here").stat().st_uid == UID
+    finally:
+        await kernel.shutdown(now=True)
+    # control: with sandbox_uid=None the kernel stays root (in its namespace)
+    control = await start_sandboxed(SandboxPolicy(limits=POLICY.limits, sandbox_uid=None), workspace)
+    try:
+        assert (await control.run("import os\nprint(os.getuid())")).text.strip() == "0"
+    finally:
+        await control.shutdown(now=True)
+
+
+async def test_a_workspace_with_files_of_another_owner_is_never_given_away(tmp_path: Path) -> None:
+    require_bwrap()
+    require(os.geteuid() == 0, "the uid switch happens when the application runs as root")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("root's")
+    kernel = await start_sandboxed(POLICY, project)
+    try:
+        assert (await kernel.run("import os\nprint(os.getuid())")).text.strip() == "0"
+    finally:
+        await kernel.shutdown(now=True)
+    assert project.stat().st_uid == 0 and (project / "notes.txt").stat().st_uid == 0
+
+
+async def test_the_sandbox_cannot_use_up_the_root_applications_inotify_quota(tmp_path: Path) -> None:
+    """inotify instances are counted per user (128 by default): a root application's sandbox runs
+    as its own uid, so hoarding them inside leaves the application's own quota alone."""
     require_bwrap()
     require(os.geteuid() == 0, "the shared per-user quota exists when the application runs as root")
+    import subprocess
+    import sys
+
     workspace = tmp_path / "ws"
     workspace.mkdir()
     kernel = await start_sandboxed(POLICY, workspace)
     try:
-        assert (await kernel.run(INOTIFY_PROBE)).text.strip() == "Operation not permitted"
+        hoarded = await kernel.run(HOARD_INOTIFY)
+        count, _, reason = hoarded.text.strip().partition(" ")
+        assert int(count) >= 100 and reason == "Too many open files", hoarded.text
+        assert _host_inotify_works()
     finally:
         await kernel.shutdown(now=True)
-    # control: the same code unsandboxed gets its inotify instance
-    async with CodeExecutor(workspace=workspace, approval="never") as unsandboxed:
-        assert (await unsandboxed.execute(INOTIFY_PROBE)).text.strip() == "created"
+    # control: the same hoarding by a process of the application's own user exhausts its quota
+    hoarder = subprocess.Popen(
+        [sys.executable, "-c", HOARD_INOTIFY + "import sys\nsys.stdin.readline()\n"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(hoarder.stdout.readline), 30)  # type: ignore[union-attr]
+        assert int(line.split()[0]) >= 1
+        assert not _host_inotify_works()
+    finally:
+        hoarder.kill()
+        hoarder.wait()

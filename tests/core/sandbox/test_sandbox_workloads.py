@@ -100,11 +100,11 @@ async def test_the_hosts_runtime_dir_is_invisible_but_the_kernels_own_sockets(ke
     generation = visible[0].partition(".")[2]
     # its socket directory, and the connection and bootstrap files it read at start, read-only
     assert visible == [f"{name}.{generation}", f"{name}.json", f"{name}_bootstrap.py"]
-    assert lines[2:] == [
-        f"{name}.{generation} IsADirectoryError",
-        f"{name}.json OSError",
-        f"{name}_bootstrap.py OSError",
-    ]
+    refusals = [line.split() for line in lines[2:]]
+    assert refusals[0] == [f"{name}.{generation}", "IsADirectoryError"]
+    # read-only mounts: EROFS, or EACCES first for an unprivileged kernel (the files are root's)
+    assert refusals[1][0] == f"{name}.json" and refusals[1][1] in {"OSError", "PermissionError"}
+    assert refusals[2][0] == f"{name}_bootstrap.py" and refusals[2][1] in {"OSError", "PermissionError"}
 
 
 async def test_private_tmp_is_writable_and_invisible_to_the_host(kernel: Kernel) -> None:
@@ -186,7 +186,9 @@ async def test_listed_host_socket_outside_the_runtime_dir(workspace: Path) -> No
                     "        return type(exc).__name__\n"
                     f"print(reach({tools!r}), reach({other!r}), remove({tools!r}))",
                 )
-                assert text.split() == ["reached:tools", "FileNotFoundError", "OSError"]
+                reached, missing, removal = text.split()
+                assert (reached, missing) == ("reached:tools", "FileNotFoundError")
+                assert removal in {"OSError", "PermissionError"}  # a mount point (EBUSY, or EACCES first)
             finally:
                 await kernel.shutdown(now=True)
                 launcher.close()
