@@ -23,7 +23,7 @@ CONFIG = EXAMPLES / "mcp_config.json"
 
 # --8<-- [start:kernel]
 KERNEL_CODE = """
-from ipybox_core.runtime import ToolError
+from ipybox_core.errors import ToolError
 from mcptools.ledger import file_report
 from mcptools.shop import exchange_rate, list_products
 

@@ -1,16 +1,50 @@
 """The one exception hierarchy of ipybox.
 
-Every error ipybox raises in the application process derives from :class:`IpyboxError`, so
-``except IpyboxError`` catches all of them. Errors raised *inside the kernel* (a tool error, a
-rejected approval) are plain exceptions of :mod:`ipybox_core.runtime` and reach the application as
-:class:`CodeError` information on the execution result.
+Every error ipybox raises derives from :class:`IpyboxError`, so ``except IpyboxError`` catches all
+of them. Kernel code imports the errors a tool call can raise from here too (``from
+ipybox_core.errors import ToolError``), in a local kernel and on a gateway: :class:`ToolError`,
+:class:`McpServerError`, :class:`ToolTimeoutError` and :class:`ToolServerUnavailable` are the classes
+the kernel-side runtime raises (defined in :mod:`ipybox_core.inkernel.errors`); a rejected call raises
+``PermissionError``. In the application an error of the code arrives as :class:`CodeError`
+information on the execution result. This module imports nothing else: it is shipped into gateway
+kernels.
 """
 
 from __future__ import annotations
 
+from ipybox_core.inkernel.errors import (
+    IpyboxError,
+    McpServerError,
+    ToolError,
+    ToolServerUnavailable,
+    ToolTimeoutError,
+)
 
-class IpyboxError(Exception):
-    """Base class of every ipybox error."""
+__all__ = [
+    "ApprovalError",
+    "CodeError",
+    "CodegenError",
+    "ConfigError",
+    "ExecutionCancelled",
+    "ExecutionTimeout",
+    "ExecutorBusy",
+    "ExecutorClosed",
+    "IpyboxError",
+    "KernelDied",
+    "KernelError",
+    "KernelStartError",
+    "McpConnectionError",
+    "McpProtocolError",
+    "McpServerError",
+    "McpTimeout",
+    "SandboxError",
+    "SandboxUnavailable",
+    "ToolError",
+    "ToolServerUnavailable",
+    "ToolTimeoutError",
+    "UnknownToolError",
+    "UnsafePathError",
+]
 
 
 class ConfigError(IpyboxError, ValueError):
@@ -76,14 +110,6 @@ class CodeError(IpyboxError):
 # --- MCP ----------------------------------------------------------------------------------------
 
 
-class McpServerError(IpyboxError):
-    """An MCP server could not be reached, or failed at the protocol level."""
-
-    def __init__(self, message: str, *, server: str) -> None:
-        super().__init__(message)
-        self.server = server
-
-
 class McpConnectionError(McpServerError):
     """Connecting to an MCP server failed, or the connection was lost."""
 
@@ -102,15 +128,6 @@ class McpProtocolError(McpServerError):
         super().__init__(message, server=server)
         self.code = code
         self.data = data
-
-
-class ToolError(IpyboxError):
-    """An MCP tool returned an error result (``isError``); carries the server's message."""
-
-    def __init__(self, message: str, *, server: str, tool: str) -> None:
-        super().__init__(message)
-        self.server = server
-        self.tool = tool
 
 
 class UnknownToolError(IpyboxError, LookupError):

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from ipybox_core.inkernel.errors import McpServerError, ToolError, ToolServerUnavailable, ToolTimeoutError
+
 __all__ = [
     "LOST_HOST_AFTER",
     "McpServerError",
@@ -54,30 +56,6 @@ carries the same id, so that the host hands the request out after the output pri
 
 _SERVER_ENV = "IPYBOX_TOOL_SERVER"
 _TOKEN_ENV = "IPYBOX_TOOL_TOKEN"
-
-
-class ToolError(Exception):
-    """The MCP tool reported an error (its result had ``isError``); the message is the server's."""
-
-    def __init__(self, message: str, *, server: str = "", tool: str = "") -> None:
-        super().__init__(message)
-        self.server = server
-        self.tool = tool
-
-
-class ToolTimeoutError(TimeoutError):
-    """The MCP server did not answer the tool call in time."""
-
-
-class ToolServerUnavailable(ConnectionError):
-    """The tool server in the application process cannot be reached (or stopped answering)."""
-
-
-class McpServerError(ConnectionError):
-    """The MCP server behind the tool failed at the protocol level or could not be reached.
-
-    The application reconnects on the next call, so calling again may succeed.
-    """
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
 _INTRO = (
     "# MCP tools as Python functions: keyword arguments only (a dict works where a model class is\n"
-    "# expected); help(<function>) shows full docs.\n"
+    "# expected); help(<function>) shows full docs. A failing tool raises ToolError\n"
+    "# (from ipybox_core.errors import ToolError), a rejected call PermissionError.\n"
 )
 _REDUCED = "# Shortened to fit: help(<function>) shows a function in full, help(<Model>) a model's fields.\n"
 

@@ -17,7 +17,10 @@ _PACKAGE_DIR = Path(ipybox_core.__file__).parent
 _SETUP_SOURCE = Path(_remote_setup.__file__).read_text(encoding="utf-8")
 _BOOTSTRAP_FILE = "ipybox_core/_kernel_bootstrap.py"
 _RUNTIME_INIT = (
-    '"""ipybox kernel-side runtime, shipped into this kernel by the application (only ``runtime``)."""\n'
+    '"""ipybox\'s kernel side, shipped into this kernel by the application."""\n\n'
+    "from ipybox_core.errors import (\n"
+    "    IpyboxError, McpServerError, ToolError, ToolServerUnavailable, ToolTimeoutError\n"
+    ")\n"
 )
 
 
@@ -33,10 +36,18 @@ class SetupReport:
 
 
 def runtime_files() -> dict[str, str]:
-    """The files every gateway kernel gets: ``ipybox_core.runtime`` and the kernel bootstrap."""
+    """The files every gateway kernel gets: the kernel-side package ``ipybox_core.inkernel``,
+    ``ipybox_core.runtime``, ``ipybox_core.errors`` (kernel code's one import for the errors it can
+    get, also re-exported by ``ipybox_core``) and the kernel bootstrap."""
+    inkernel = _PACKAGE_DIR / "inkernel"
     return {
         "ipybox_core/__init__.py": _RUNTIME_INIT,
         "ipybox_core/runtime.py": (_PACKAGE_DIR / "runtime.py").read_text(encoding="utf-8"),
+        "ipybox_core/errors.py": (_PACKAGE_DIR / "errors.py").read_text(encoding="utf-8"),
+        **{
+            f"ipybox_core/inkernel/{path.name}": path.read_text(encoding="utf-8")
+            for path in sorted(inkernel.glob("*.py"))
+        },
         _BOOTSTRAP_FILE: (_PACKAGE_DIR / "kernel" / "_kernel_bootstrap.py").read_text(encoding="utf-8"),
     }
 
