@@ -123,7 +123,8 @@ async def test_runtime_is_shipped_into_a_private_directory(kernel: GatewayKernel
     assert output.text.splitlines() == [
         f"{root}/ipybox_core/runtime.py",
         root,
-        "['ipybox_core', 'ipybox_core.runtime']",
+        "['ipybox_core', 'ipybox_core.errors', 'ipybox_core.inkernel', 'ipybox_core.inkernel.errors', "
+        "'ipybox_core.runtime']",
     ]
 
 
