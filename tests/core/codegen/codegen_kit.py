@@ -100,6 +100,7 @@ class Generator:
 class Outcome:
     structured: Any = None
     content: list[dict[str, Any]] = field(default_factory=list)
+    notices: tuple[str, ...] = ()
 
 
 Handler = Callable[[str, str, dict[str, Any]], Awaitable[Outcome]]
