@@ -16,7 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ipybox_core import ApprovalRequest, ApprovalRules, CodeExecutor, ExecutionResult, OutputChunk
+from ipybox_core import (
+    ApprovalRequest,
+    ApprovalRules,
+    CodeExecutor,
+    ExecutionResult,
+    OutputChunk,
+    ask_approval,
+)
 
 LEDGER_SCRIPT = Path(__file__).parent / "servers" / "ledger.py"
 
@@ -60,9 +67,7 @@ async def main(workspace: str, auto_approve: bool) -> int:
         result: ExecutionResult | None = None
         async for event in executor.stream(CODE):
             if isinstance(event, ApprovalRequest):
-                lines = event.args["lines"]
-                print(f"approve {event.name}(title={event.args['title']!r}, {len(lines)} lines)?")
-                if auto_approve or (await asyncio.to_thread(input, "[y/N] ")).strip().lower() == "y":
+                if await ask_approval(event, auto=auto_approve):  # "approve ledger.file_report(...)? [y/N]"
                     await event.accept()
                 else:
                     await event.reject("the user said no")
