@@ -60,7 +60,7 @@ plt.show()
 async def main(out: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="ipybox-analysis-") as workspace:
         # --8<-- [start:run]
-        # execute() accepts every approval request itself, so let the rules decide everything:
+        # execute() cannot ask anyone (it raises unless approve_all=True), so let the rules decide:
         # read-only tools (like `sales`) run, anything else is denied without asking.
         rules = ApprovalRules(allow_read_only=True, default="deny")
         async with CodeExecutor(workspace=workspace, approval=rules) as executor:

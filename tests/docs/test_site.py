@@ -107,7 +107,10 @@ def test_llms_full_has_every_page_with_code_and_reference() -> None:
         assert f"<!-- page: docs/{page} -->" in text
     assert "--8<--" not in text and not re.search(r"^::: ", text, re.MULTILINE)
     assert "async def main(auto_approve: bool) -> None:" in text  # examples/quickstart.py, included
-    assert "async def execute(code: str, *, timeout: float | None = None) -> ExecutionResult" in text
+    assert (
+        "async def execute(code: str, *, timeout: float | None = None, approve_all: bool = False) -> ExecutionResult"
+        in text
+    )
 
 
 def test_every_page_is_in_the_nav() -> None:

@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,13 @@ from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
 from ipybox_core.toolserver import ToolServer
 
 DEFAULT_TIMEOUT = 120.0
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds an MCP call may take by default (half the execution timeout when that is shorter)."""
+NO_APPROVER = (
+    "execute() cannot ask anyone, but the code's call {name!r} needs a decision under the approval "
+    "policy. Use stream() to decide each call, pass execute(..., approve_all=True) to accept every "
+    "call, or set the executor's approval= policy (e.g. ApprovalRules) to decide it without asking"
+)
 
 
 @dataclass(frozen=True)
@@ -61,16 +69,19 @@ class CodeExecutor:
     ``async with CodeExecutor(workspace="ws") as ex:`` starts the kernel (optionally sandboxed),
     the tool server and the MCP connections; :meth:`register_mcp_server` generates a typed API
     (``from mcptools.<server> import <tool>``) usable at once in the kernel; :meth:`stream` runs code
-    and yields its output and :class:`ApprovalRequest` events; :meth:`execute` runs code and
-    **approves every request itself** — use it only for trusted code or with ``approval="never"``
-    semantics in mind.
+    and yields its output and :class:`ApprovalRequest` events; :meth:`execute` runs code to the end
+    and accepts requests only when told to (``approve_all=True``).
+
+    ``workspace`` is the kernel's working directory; by default a fresh temporary directory,
+    removed by :meth:`close`.
 
     ``approval`` decides which MCP calls need a decision: ``"always"`` (default), ``"never"``,
     :class:`ApprovalRules` or a callable. With ``approve_shell=True`` shell commands (``!cmd``,
     ``%%bash``) are approval requests too. ``timeout`` is the default execution timeout in seconds;
     time spent waiting for a decision does not count against it (code in other threads keeps
     running meanwhile). ``wall_timeout`` caps an execution's wall-clock time, waits for decisions
-    included: it never pauses.
+    included: it never pauses. ``call_timeout`` bounds one MCP call (default 60 s, or half of
+    ``timeout`` when shorter, so a hung call raises in the code before the execution times out).
 
     The generated API goes to ``<workspace>/<api_package>`` (``from mcptools.<server> import ...``),
     or to ``api_dir`` (its last component is then the package name) to keep it out of a project.
@@ -90,7 +101,7 @@ class CodeExecutor:
     def __init__(
         self,
         *,
-        workspace: str | os.PathLike[str] = ".",
+        workspace: str | os.PathLike[str] | None = None,
         sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = False,
         approval: ApprovalPolicy = "always",
         approval_timeout: float | None = None,
@@ -105,12 +116,19 @@ class CodeExecutor:
         api_package: str = "mcptools",
         api_dir: str | os.PathLike[str] | None = None,
         connect_timeout: float = 30.0,
-        call_timeout: float = 300.0,
+        call_timeout: float | None = None,
         reset_cwd: bool = False,
         kernel_gateway: str | GatewayConfig | None = None,
         gateway_token: str | None = None,
     ) -> None:
+        self._owned_workspace: weakref.finalize[Any, Any] | None = None
+        if workspace is None:
+            created = Path(tempfile.mkdtemp(prefix="ipybox-workspace-")).resolve()
+            self._owned_workspace = weakref.finalize(self, shutil.rmtree, created, ignore_errors=True)
+            workspace = created
         self.workspace = Path(workspace).resolve()
+        if call_timeout is None:
+            call_timeout = DEFAULT_CALL_TIMEOUT if timeout is None else min(DEFAULT_CALL_TIMEOUT, timeout / 2)
         self.gateway = _gateway_config(kernel_gateway, gateway_token)
         if self.gateway is not None and sandbox not in (False, None):
             raise ConfigError(
@@ -204,6 +222,8 @@ class CodeExecutor:
             await self._toolserver.aclose()
         if self._runtime_dir is not None:
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
+        if self._owned_workspace is not None:
+            self._owned_workspace()
 
     aclose = close
 
@@ -279,12 +299,22 @@ class CodeExecutor:
         self._execution = execution
         return execution
 
-    async def execute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
-        """Run ``code`` to the end, **accepting every approval request**; returns the result."""
+    async def execute(
+        self, code: str, *, timeout: float | None = None, approve_all: bool = False
+    ) -> ExecutionResult:
+        """Run ``code`` to the end and return its result.
+
+        A call that the approval policy leaves to a decision is accepted with ``approve_all=True``;
+        otherwise it is rejected, the execution cancelled, and :class:`ConfigError` raised naming the
+        fix (use :meth:`stream` to decide each call).
+        """
         result: ExecutionResult | None = None
         async with self.stream(code, timeout=timeout) as execution:
             async for event in execution:
                 if isinstance(event, ApprovalRequest):
+                    if not approve_all:
+                        await event.reject("execute() has no one to ask (approve_all=False)")
+                        raise ConfigError(NO_APPROVER.format(name=event.name))  # leaving cancels the code
                     await event.accept()
                 elif isinstance(event, ExecutionResult):
                     result = event

@@ -17,6 +17,7 @@ from ipybox_core import (
     ApprovalRequest,
     ApprovalRules,
     CodeExecutor,
+    ConfigError,
     ExecutionCancelled,
     ExecutionResult,
     ExecutionTimeout,
@@ -263,8 +264,13 @@ async def test_images_from_tools_and_plots(executor: CodeExecutor) -> None:
     assert all(image.startswith(b"\x89PNG") for image in done.result.images)
 
 
-async def test_execute_accepts_requests_itself(executor: CodeExecutor) -> None:
-    result = await executor.execute("from mcptools.test import add\nadd(a=2, b=3)")
+async def test_execute_accepts_requests_only_when_told_to(executor: CodeExecutor) -> None:
+    code = "from mcptools.test import add\nexecute_runs = globals().get('execute_runs', 0) + 1\nadd(a=2, b=3)"
+    with pytest.raises(ConfigError, match=r"'test.add' needs a decision.*approve_all=True"):
+        await executor.execute(code)
+    assert not executor.busy
+    assert (await executor.execute("print(execute_runs)")).text.strip() == "1"  # no tool call: no decision
+    result = await executor.execute(code, approve_all=True)
     assert result.text.strip() == "5"
 
 
@@ -381,7 +387,9 @@ async def test_kernel_killed_while_a_call_waits_for_approval(tmp_path: Path) -> 
             await asyncio.sleep(0.05)
         assert not request.pending
         assert not ex.busy
-        result = await ex.execute("from mcptools.test import add\nprint('x' in dir(), add(a=2, b=2))")
+        result = await ex.execute(
+            "from mcptools.test import add\nprint('x' in dir(), add(a=2, b=2))", approve_all=True
+        )
         assert result.text.strip() == "False 4"
 
 
@@ -453,7 +461,9 @@ async def test_use_after_close_is_a_clear_error(tmp_path: Path) -> None:
 
 
 async def test_tracebacks_hide_generated_wrapper_frames(executor: CodeExecutor) -> None:
-    result = await executor.execute("from mcptools.test import fail\nfail(kind='tool_error')")
+    result = await executor.execute(
+        "from mcptools.test import fail\nfail(kind='tool_error')", approve_all=True
+    )
     assert result.error is not None
     assert result.error.ename == "ToolError"
     assert "fail(kind='tool_error')" in result.error.traceback

@@ -84,12 +84,15 @@ async def test_death_while_a_call_waits_then_reset_keeps_the_api(
             await asyncio.sleep(0.05)
         assert not request.pending and not ex.busy
         result = await ex.execute(
-            "from mcptools.test import add, count\nprint('x' in dir(), add(a=2, b=2), count())"
+            "from mcptools.test import add, count\nprint('x' in dir(), add(a=2, b=2), count())",
+            approve_all=True,
         )
         assert result.text.strip() == "False 4 1"
 
         await ex.reset()
-        result = await ex.execute("from mcptools.test import count\nprint('add' in dir(), count())")
+        result = await ex.execute(
+            "from mcptools.test import count\nprint('add' in dir(), count())", approve_all=True
+        )
         assert result.text.strip() == "False 1"  # fresh kernel state, API shipped again, MCP server restarted
 
 

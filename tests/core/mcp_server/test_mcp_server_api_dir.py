@@ -15,7 +15,9 @@ async def test_generated_api_goes_to_api_dir(tmp_path: Path) -> None:
     async with IpyboxService(settings) as service:
         executor = await service.executor()
         await executor.register_mcp_server("test", {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"]})
-        result = await executor.execute("from mcptools.test import add\nprint(add(a=2, b=2))")
+        result = await executor.execute(
+            "from mcptools.test import add\nprint(add(a=2, b=2))", approve_all=True
+        )
         assert result.text.strip() == "4"
     assert (tmp_path / "cache" / "mcptools" / "test").is_dir()
     assert not (tmp_path / "project" / "mcptools").exists()
