@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import secrets
 import socket
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -173,7 +172,7 @@ class ToolServer:
         sock.bind(str(path))
         path.chmod(0o600)
         self._socket_path = path
-        await self._serve(sock, f"unix:{path}", ssl_context=None)
+        await self._serve(sock, f"unix:{path}")
 
     async def start_tcp(
         self,
@@ -191,17 +190,17 @@ class ToolServer:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        context = None
-        if certfile:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(certfile, keyfile)
-        scheme = "https" if context else "http"
+        scheme = "https" if certfile else "http"
         name = advertise_host or host
         if ":" in name:
             name = f"[{name}]"
-        await self._serve(sock, f"{scheme}://{name}:{sock.getsockname()[1]}", ssl_context=context)
+        await self._serve(
+            sock, f"{scheme}://{name}:{sock.getsockname()[1]}", certfile=certfile, keyfile=keyfile
+        )
 
-    async def _serve(self, sock: socket.socket, address: str, ssl_context: ssl.SSLContext | None) -> None:
+    async def _serve(
+        self, sock: socket.socket, address: str, *, certfile: str | None = None, keyfile: str | None = None
+    ) -> None:
         if self._server is not None:
             sock.close()
             raise RuntimeError("the tool server is already running")
@@ -218,11 +217,10 @@ class ToolServer:
             timeout_keep_alive=max(1, round(self._idle_timeout)),
             timeout_graceful_shutdown=1,
             backlog=self._backlog,
+            ssl_certfile=certfile or None,
+            ssl_keyfile=keyfile,
         )
         server = _QuietServer(config)
-        if ssl_context is not None:
-            config.load()
-            config.ssl = ssl_context
         self._server = server
         self._task = asyncio.create_task(server.serve(sockets=[sock]), name="ipybox-toolserver")
         while not server.started:

@@ -1,0 +1,61 @@
+"""The one place ipybox reads LangGraph internals (``_graph.py``) still matches the installed LangGraph.
+
+``interrupts_available`` and ``_answered_before`` read two private config keys and the scratchpad's
+``resume`` / ``get_null_resume``. If a LangGraph release renames them, this test fails naming what
+changed; pyproject.toml pins the LangGraph range these tests ran against.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
+from langgraph.graph import END, START, StateGraph
+
+from ipybox_integrations.langchain import _graph
+
+
+class State(TypedDict):
+    seen: dict[str, Any]
+
+
+def _probe(state: State) -> State:
+    configurable = get_config().get("configurable", {})
+    scratchpad = configurable.get(_graph._SCRATCHPAD_KEY)
+    return {
+        "seen": {
+            "scratchpad": scratchpad is not None,
+            "resume": isinstance(getattr(scratchpad, "resume", None), list),
+            "get_null_resume": callable(getattr(scratchpad, "get_null_resume", None)),
+            "checkpointer": configurable.get(_graph._CHECKPOINTER_KEY) is not None,
+            "interrupts_available": _graph.interrupts_available(),
+            "answered_before": _graph._answered_before(),
+        }
+    }
+
+
+def _graph_with(checkpointer: InMemorySaver | None) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("probe", _probe)
+    builder.add_edge(START, "probe")
+    builder.add_edge("probe", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+async def test_the_private_config_keys_ipybox_reads_are_still_there() -> None:
+    out = await _graph_with(InMemorySaver()).ainvoke({"seen": {}}, {"configurable": {"thread_id": "t"}})
+    assert out["seen"] == {
+        "scratchpad": True,
+        "resume": True,
+        "get_null_resume": True,
+        "checkpointer": True,
+        "interrupts_available": True,
+        "answered_before": False,
+    }, "LangGraph changed the internals read in ipybox_integrations/langchain/_graph.py"
+
+
+async def test_without_a_checkpointer_interrupts_are_not_available() -> None:
+    out = await _graph_with(None).ainvoke({"seen": {}})
+    assert out["seen"]["scratchpad"] and not out["seen"]["interrupts_available"]
+    assert not _graph.interrupts_available()  # outside any graph
