@@ -18,12 +18,18 @@ DESCRIPTION = """\
 Serve ipybox as an MCP server. Tools: execute_code, register_mcp_server, list_mcp_servers,
 api_reference, install_package, reset. Every MCP call the executed code makes is approved by the
 user through MCP elicitation (the client shows the server, tool and arguments); use --yes to
-approve them automatically. The kernel starts in the background while the client connects."""
+approve them automatically. The kernel starts in the background while the client connects.
+
+Over Streamable HTTP each MCP session gets its own kernel, working directory and registered
+servers, and every request must carry a bearer token: "Authorization: Bearer <token>". The token
+is IPYBOX_MCP_TOKEN when that environment variable is set, otherwise a new one generated at each
+start and printed on stderr. --no-auth turns authentication off, on a loopback host only."""
 
 EPILOG = """\
 examples:
   ipybox mcp --workspace . --config mcp.json
   ipybox mcp --sandbox --transport streamable-http --port 8765
+  IPYBOX_MCP_TOKEN=$(cat token) ipybox mcp --transport streamable-http --host 0.0.0.0
   claude mcp add ipybox -- uvx --from /path/to/ipybox-checkout ipybox mcp --workspace .
 """
 
@@ -53,6 +59,25 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--host", default="127.0.0.1", help="Streamable HTTP host (default: 127.0.0.1)")
     parser.add_argument(
         "--port", type=int, default=8000, help="Streamable HTTP port (default: 8000; 0 picks a free port)"
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="Streamable HTTP without a token (only on a loopback host; any local user can then run code)",
+    )
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=100,
+        metavar="N",
+        help="Streamable HTTP: the most MCP sessions with a kernel at once (default: 100)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=positive_float,
+        default=900.0,
+        metavar="SECONDS",
+        help="Streamable HTTP: stop the kernel of a session idle this long (default: 900)",
     )
     parser.add_argument(
         "--timeout",
@@ -109,6 +134,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         approval_timeout=args.approval_timeout,
         install_timeout=args.install_timeout,
         pip_args=tuple(args.pip_arg),
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
     )
     service = IpyboxService(settings, notify=console.warn)
     asyncio.run(_serve(service, args, console))
@@ -121,4 +148,12 @@ async def _serve(service: IpyboxService, args: argparse.Namespace, console: Cons
     def listening(url: str) -> None:
         console.info(f"ipybox MCP server listening on {url}")
 
-    await serve(service, transport=args.transport, host=args.host, port=args.port, on_listening=listening)
+    await serve(
+        service,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        no_auth=args.no_auth,
+        on_listening=listening,
+        on_token=console.info,
+    )

@@ -2,29 +2,39 @@
 
 import asyncio
 import contextlib
+import os
+import re
 import signal
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types.version import is_version_at_least
 from pydantic import Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp_server import _execute
 from ipybox_core.mcp_server._results import text_result
 from ipybox_core.mcp_server._stdio import run_stdio
-from ipybox_core.mcp_server.approvals import Approver
+from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
+from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
 from ipybox_core.mcp_server.packages import install_requirements
-from ipybox_core.mcp_server.service import IpyboxService
+from ipybox_core.mcp_server.service import ClientSession, IpyboxService
 
 if TYPE_CHECKING:
     from ipybox_core.executor import CodeExecutor
 
 SERVER_NAME = "ipybox"
+SESSION_HEADER = "Ipybox-Session"
+"""A 2026-07-28 client (which has no MCP session) names its session in this header."""
+_SESSION_NAME = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 
 INSTRUCTIONS = """\
 ipybox runs Python in a stateful IPython kernel (variables, imports and functions persist between
@@ -76,10 +86,15 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             ),
         ] = None,
     ) -> CallToolResult | InputRequiredResult:
+        key = session_key(ctx)
         if ctx.request_state is not None:
-            return await _execute.resume(service, approver, ctx, ctx.request_state)
+            return await _execute.resume(service, approver, ctx, key, ctx.request_state)
         limit = max_output_chars or settings.output_limit
-        return await _guard(_execute.start(service, approver, ctx, code, timeout, limit))
+        try:
+            session = await service.session(key)
+        except IpyboxError as exc:
+            return text_result(f"Error: {exc}", error=True)
+        return await _guard(_execute.start(service, approver, ctx, session, code, timeout, limit))
 
     @server.tool(annotations=ToolAnnotations(open_world_hint=True))
     async def register_mcp_server(
@@ -92,33 +107,37 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
                 "${VAR} placeholders are filled from the ipybox server's environment"
             ),
         ],
+        ctx: Context[Any, Any],
     ) -> str:
         """Connect to an MCP server and generate its typed Python API; returns the API's signatures.
 
         A stdio server runs on the host, outside any sandbox. Registering a name again replaces
         the server and its API.
         """
-        executor = await _executor(service)
+        session = await _session(service, ctx)
+        assert session.executor is not None
         try:
-            registered = await executor.register_mcp_server(name, config)
+            registered = await session.executor.register_mcp_server(name, config)
         except IpyboxError as exc:
             raise ToolError(str(exc)) from None
-        service.startup_failures.pop(name, None)
+        session.startup_failures.pop(name, None)
         return registered.reference
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    async def list_mcp_servers() -> str:
+    async def list_mcp_servers(ctx: Context[Any, Any]) -> str:
         """The registered MCP servers: name, Python module, connection and number of tools."""
-        executor = await _executor(service)
+        session = await _session(service, ctx)
+        assert session.executor is not None
         lines = [
             f"{name}: `{reg.module}`, {len(reg.package.tools)} tools, {reg.config.describe()}"
-            for name, reg in sorted(executor.servers.items())
+            for name, reg in sorted(session.executor.servers.items())
         ]
-        lines += [f"{name}: FAILED to start: {error}" for name, error in service.startup_failures.items()]
+        lines += [f"{name}: FAILED to start: {error}" for name, error in session.startup_failures.items()]
         return "\n".join(lines) if lines else "No MCP servers are registered."
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def api_reference(
+        ctx: Context[Any, Any],
         servers: Annotated[
             list[str] | None, Field(description="only these servers (default: all registered servers)")
         ] = None,
@@ -127,7 +146,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         ] = None,
     ) -> str:
         """Python signatures of the registered MCP servers' tools, to use in `execute_code`."""
-        executor = await _executor(service)
+        executor = await _executor(service, ctx)
         unknown = sorted(set(servers or []) - set(executor.servers))
         if unknown:
             raise ToolError(
@@ -145,10 +164,11 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
                 description='requirements such as "httpx", "pandas>=2", "name @ https://..."', min_length=1
             ),
         ],
+        ctx: Context[Any, Any],
     ) -> CallToolResult:
         """pip-install packages into the kernel's Python environment (on the host, outside any
         sandbox); the running kernel can import them afterwards."""
-        executor = await _executor(service)
+        executor = await _executor(service, ctx)
         try:
             result = await install_requirements(
                 packages, extra_args=settings.pip_args, timeout=settings.install_timeout
@@ -169,22 +189,53 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         return text_result(f"installed: {', '.join(result.requirements)}\n{result.output}")
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
-    async def reset() -> str:
+    async def reset(ctx: Context[Any, Any]) -> str:
         """Restart the kernel: all variables and imports are lost; registered MCP servers and their
         API are kept. Also stops a running or waiting execution."""
-        executor = await _executor(service)
-        await service.parked.cancel_all("the kernel was reset")
+        key = session_key(ctx)
+        executor = await _executor(service, ctx)
+        await service.cancel_parked(key, "the kernel was reset")
         await executor.reset()
         return "The kernel was reset: state cleared, MCP servers and their API kept."
 
     return server
 
 
-async def _executor(service: IpyboxService) -> "CodeExecutor":
+def session_key(ctx: Context[Any, Any] | None) -> str | None:
+    """The client session a tool call belongs to; ``None`` is the default session.
+
+    - stdio: ``None`` (one client, one kernel);
+    - Streamable HTTP, protocol up to 2025-11-25: the MCP session (``Mcp-Session-Id``, which the
+      SDK has checked: an unknown id never reaches a tool);
+    - Streamable HTTP, 2026-07-28 (no MCP sessions): the ``Ipybox-Session`` header when the
+      client sends one, otherwise ``None`` (the clients without it share the default session).
+    """
+    headers = ctx.headers if ctx is not None else None
+    if ctx is None or headers is None:
+        return None
+    version = ctx.protocol_version
+    modern = version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
+    if not modern:
+        mcp_session = headers.get(MCP_SESSION_ID_HEADER)
+        if mcp_session:
+            return f"mcp:{mcp_session}"
+    named = headers.get(SESSION_HEADER)
+    if named and _SESSION_NAME.fullmatch(named):
+        return f"named:{named}"
+    return None
+
+
+async def _session(service: IpyboxService, ctx: Context[Any, Any] | None) -> ClientSession:
     try:
-        return await service.executor()
+        return await service.session(session_key(ctx))
     except IpyboxError as exc:
         raise ToolError(str(exc)) from None
+
+
+async def _executor(service: IpyboxService, ctx: Context[Any, Any] | None) -> "CodeExecutor":
+    executor = (await _session(service, ctx)).executor
+    assert executor is not None
+    return executor
 
 
 async def _guard(result: Any) -> CallToolResult | InputRequiredResult:
@@ -210,10 +261,17 @@ async def serve(
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
+    no_auth: bool = False,
     on_listening: Callable[[str], None] | None = None,
+    on_token: Callable[[str], None] | None = None,
 ) -> None:
     """Serve over stdio (until the client closes the connection) or Streamable HTTP, until SIGINT
-    or SIGTERM; when this returns, the kernel and every MCP server process are gone."""
+    or SIGTERM; when this returns, every kernel and every MCP server process are gone.
+
+    Over Streamable HTTP each MCP session gets its own kernel, and every request must carry the
+    bearer token (``IPYBOX_MCP_TOKEN``, or one generated now); ``on_token`` receives the line that
+    tells the operator which token to send. ``no_auth`` is refused off loopback.
+    """
     if transport not in ("stdio", "streamable-http"):
         raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
     server = build_server(service)
@@ -227,13 +285,60 @@ async def serve(
             with _on_signals(stop), contextlib.suppress(asyncio.CancelledError):
                 await serving
         return
+    token, generated = resolve_token(host, no_auth=no_auth, environ=os.environ)
     with _listen(host, port) as sock:  # before the kernel starts: a busy port fails at once
+        (on_token or _stderr)(token_message(token, generated=generated))
         if on_listening is not None:
             bound_host, bound_port = sock.getsockname()[:2]
             shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
             on_listening(f"http://{shown}:{bound_port}/mcp")
+        service.start(default_session=False)
         async with service:
-            await _serve_http(server, host, sock)
+            await _serve_http(http_app(server, service, host=host, token=token), sock)
+
+
+def token_message(token: str | None, *, generated: bool) -> str:
+    """The one line that tells the operator how clients authenticate."""
+    if token is None:
+        return "ipybox MCP server: authentication is OFF (--no-auth): every local user can run code"
+    if generated:
+        return f'ipybox MCP server token: {token} (clients send the header "Authorization: Bearer {token}")'
+    return (
+        f'ipybox MCP server token: from {TOKEN_ENV} (clients send the header "Authorization: Bearer <token>")'
+    )
+
+
+def http_app(server: MCPServer[Any], service: IpyboxService, *, host: str, token: str | None) -> ASGIApp:
+    """The Streamable HTTP app: bearer authentication (unless ``token`` is ``None``) in front of the
+    MCP endpoint, and each MCP session's kernel closed when the client ends the session."""
+    app: ASGIApp = _EndSessions(server.streamable_http_app(host=host), service)
+    return BearerAuth(app, token) if token is not None else app
+
+
+class _EndSessions:
+    """Close the kernel of an MCP session the client ended (``DELETE`` with its ``Mcp-Session-Id``)."""
+
+    def __init__(self, app: ASGIApp, service: IpyboxService) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        header = MCP_SESSION_ID_HEADER.lower().encode()
+        session = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == header), None)
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        if session is not None and 200 <= status < 300:
+            await self.service.close_session(f"mcp:{session}")
 
 
 @contextlib.contextmanager
@@ -249,15 +354,14 @@ def _listen(host: str, port: int) -> Iterator[socket.socket]:
         yield sock
 
 
-async def _serve_http(server: MCPServer[Any], host: str, sock: socket.socket) -> None:
+async def _serve_http(app: ASGIApp, sock: socket.socket) -> None:
     import uvicorn
 
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernel
+        def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernels
             yield
 
-    app = server.streamable_http_app(host=host)
     http = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
 
     def stop() -> None:
@@ -265,6 +369,10 @@ async def _serve_http(server: MCPServer[Any], host: str, sock: socket.socket) ->
 
     with _on_signals(stop):
         await http.serve(sockets=[sock])
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

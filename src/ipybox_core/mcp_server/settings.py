@@ -35,14 +35,21 @@ class McpServerSettings:
     pip_args: tuple[str, ...] = ()
     """Extra pip options for every ``install_package`` (e.g. ``--index-url URL``); set by the
     operator, never by the agent."""
+    max_sessions: int = 100
+    """Over Streamable HTTP: the most client sessions that have a kernel at once."""
+    idle_timeout: float = 900.0
+    """Over Streamable HTTP: seconds after which an idle session's kernel is stopped (its next
+    ``execute_code`` gets a fresh kernel and a note saying so)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
         if self.api_dir is not None:
             object.__setattr__(self, "api_dir", Path(self.api_dir).expanduser().resolve())
-        for name in ("timeout", "approval_timeout", "install_timeout"):
+        for name in ("timeout", "approval_timeout", "install_timeout", "idle_timeout"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if self.max_sessions < 1:
+            raise ConfigError(f"max_sessions must be at least 1, got {self.max_sessions}")
         if self.output_limit < 100:
             raise ConfigError(f"output_limit must be at least 100 characters, got {self.output_limit}")
 

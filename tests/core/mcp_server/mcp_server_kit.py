@@ -14,9 +14,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, ElicitRequestFormParams, ElicitResult, ImageContent, TextContent
 
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
@@ -181,11 +184,30 @@ def server_tree(workspace: Path) -> set[int]:
 
 @dataclass
 class HttpIpybox:
-    """An ``ipybox mcp --transport streamable-http --port 0`` process and its URL."""
+    """An ``ipybox mcp --transport streamable-http --port 0`` process, its URL and the token it printed."""
 
     process: subprocess.Popen[bytes]
     url: str
     workspace: Path
+    token: str | None
+    log: Path
+
+    def client(
+        self,
+        *,
+        mode: str = "legacy",
+        elicitations: Elicitations | None = None,
+        token: str | EllipsisType | None = ...,
+        session: str | None = None,
+    ) -> Client:
+        """A client sending ``token`` (default: the printed one) and, if given, ``Ipybox-Session``."""
+        return http_client(
+            self.url,
+            self.token if token is ... else token,
+            mode=mode,
+            elicitations=elicitations,
+            session=session,
+        )
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Send ``signum``, then wait; returns the exit code (SIGKILL after ``timeout``)."""
@@ -198,7 +220,25 @@ class HttpIpybox:
         return self.process.wait()
 
 
-def start_http_ipybox(workspace: Path, *args: str, timeout: float = 60.0) -> HttpIpybox:
+def http_client(
+    url: str,
+    token: str | None,
+    *,
+    mode: str = "legacy",
+    elicitations: Elicitations | None = None,
+    session: str | None = None,
+) -> Client:
+    """An MCP client of ``url`` that authenticates with ``token`` (none if ``None``)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    if session is not None:
+        headers["Ipybox-Session"] = session
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    return Client(transport, mode=mode, elicitation_callback=elicitations, read_timeout_seconds=120)
+
+
+def start_http_ipybox(
+    workspace: Path, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> HttpIpybox:
     """Start ``ipybox mcp`` over Streamable HTTP on a free port; its stderr goes to a log file."""
     log = workspace.parent / f"{workspace.name}.stderr.log"
     with log.open("wb") as stderr:
@@ -207,12 +247,16 @@ def start_http_ipybox(workspace: Path, *args: str, timeout: float = 60.0) -> Htt
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            env={**os.environ, **(env or {})},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
-        match = re.search(r"listening on (http://\S+)", log.read_text())
+        text = log.read_text()
+        match = re.search(r"listening on (http://\S+)", text)
         if match:
-            return HttpIpybox(process, match.group(1), workspace)
+            printed = re.search(r'"Authorization: Bearer ([^"<>]+)"', text)
+            token = printed.group(1) if printed else None
+            return HttpIpybox(process, match.group(1), workspace, token, log)
         time.sleep(0.05)
     process.kill()
     process.wait()

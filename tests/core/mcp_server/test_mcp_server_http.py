@@ -54,9 +54,7 @@ def http_ipybox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpIpybox
 @pytest_asyncio.fixture(loop_scope="module", scope="module", params=["legacy", "auto"])
 async def session(request: pytest.FixtureRequest, http_ipybox: HttpIpybox) -> AsyncIterator[Session]:
     elicitations = Elicitations()
-    client = Client(
-        http_ipybox.url, mode=request.param, elicitation_callback=elicitations, read_timeout_seconds=120
-    )
+    client = http_ipybox.client(mode=request.param, elicitations=elicitations)
     async with ClientActor(client):
         result = await client.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
         assert not result.is_error, text_of(result)
@@ -85,7 +83,8 @@ async def test_images_and_errors(session: Session) -> None:
 async def test_a_client_without_elicitation_gets_a_clear_message(
     session: Session, http_ipybox: HttpIpybox
 ) -> None:
-    async with ClientActor(Client(http_ipybox.url, mode=session.mode, read_timeout_seconds=120)) as plain:
+    async with ClientActor(http_ipybox.client(mode=session.mode)) as plain:
+        await plain.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
         result = await plain.call_tool(
             "execute_code",
             {
@@ -99,7 +98,7 @@ async def test_a_client_without_elicitation_gets_a_clear_message(
 async def test_sigint_stops_the_server_the_kernel_and_every_mcp_server(tmp_path: Path) -> None:
     server = start_http_ipybox(tmp_path / "ws", "--yes")
     try:
-        async with ClientActor(Client(server.url, mode="legacy", read_timeout_seconds=120)) as client:
+        async with ClientActor(server.client()) as client:
             await client.call_tool("register_mcp_server", {"name": "echo", "config": ECHO_SERVER})
             result = await client.call_tool(
                 "execute_code", {"code": "from mcptools.echo import echo\necho(text='hi')"}
