@@ -1,0 +1,270 @@
+"""``ipybox mcp`` over Streamable HTTP: the bearer token, and one kernel per client session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp_server_kit import (
+    TEST_SERVER,
+    ClientActor,
+    Elicitations,
+    HttpIpybox,
+    descendants,
+    start_http_ipybox,
+    text_of,
+    wait_gone,
+)
+
+from ipybox_core.cli import main
+from ipybox_core.errors import ConfigError
+from ipybox_core.mcp_server.auth import TOKEN_ENV, is_loopback, resolve_token
+from ipybox_core.mcp_server.service import SESSIONS_DIR
+
+in_module_loop = pytest.mark.asyncio(loop_scope="module")
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+CALL_EXECUTE = {  # a 2026-07-28 request: no session, the tool call itself
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "execute_code", "arguments": {"code": "open('leak.txt', 'w').write('x')"}},
+}
+CALL_ADD = "from mcptools.test import add\nprint('sum', add(a=20, b=22))"
+
+
+@pytest.fixture(scope="module")
+def http_ipybox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpIpybox]:
+    server = start_http_ipybox(tmp_path_factory.mktemp("ws"))
+    yield server
+    assert server.stop() == 0
+
+
+def post(url: str, body: dict[str, object], headers: dict[str, str]) -> int:
+    """POST ``body`` as JSON; returns the HTTP status."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def session_dirs(workspace: Path) -> set[str]:
+    root = workspace / SESSIONS_DIR
+    return {entry.name for entry in root.iterdir()} if root.is_dir() else set()
+
+
+def non_loopback_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (the one routing outwards)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if is_loopback(address) or address == "0.0.0.0" else address
+
+
+# --- the token --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token-wrong-token-wrong"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer "},
+    ],
+    ids=["none", "wrong", "basic", "empty"],
+)
+@in_module_loop
+async def test_a_request_without_the_right_token_gets_401_and_reaches_nothing(
+    http_ipybox: HttpIpybox, headers: dict[str, str]
+) -> None:
+    assert http_ipybox.token is not None and len(http_ipybox.token) >= 32
+    assert await asyncio.to_thread(post, http_ipybox.url, INITIALIZE, headers) == 401
+    modern = {**headers, "MCP-Protocol-Version": "2026-07-28", "Ipybox-Session": "intruder"}
+    assert await asyncio.to_thread(post, http_ipybox.url, CALL_EXECUTE, modern) == 401
+    assert session_dirs(http_ipybox.workspace) == set()  # no kernel was started for it
+    assert not list(http_ipybox.workspace.rglob("leak.txt"))
+
+
+@in_module_loop
+async def test_the_printed_token_is_one_line_that_says_how_to_send_it(http_ipybox: HttpIpybox) -> None:
+    assert http_ipybox.token is not None
+    lines = [line for line in http_ipybox.log.read_text().splitlines() if "token" in line]
+    assert lines == [
+        f"ipybox MCP server token: {http_ipybox.token} (clients send the header "
+        f'"Authorization: Bearer {http_ipybox.token}")'
+    ]
+    assert await asyncio.to_thread(post, http_ipybox.url, INITIALIZE, {}) == 401
+    authorized = {"Authorization": f"Bearer {http_ipybox.token}"}
+    assert await asyncio.to_thread(post, http_ipybox.url, INITIALIZE, authorized) == 200
+
+
+@in_module_loop
+async def test_a_client_without_the_token_cannot_connect(http_ipybox: HttpIpybox) -> None:
+    with pytest.raises(BaseException) as caught:
+        async with ClientActor(http_ipybox.client(token=None)) as client:
+            await client.call_tool("execute_code", {"code": "1"})
+    assert "401" in repr(caught.value) or "Unauthorized" in repr(caught.value)
+
+
+def test_the_policy_requires_a_token_off_loopback() -> None:
+    for host in ("127.0.0.1", "127.9.0.1", "::1", "[::1]", "localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.0.2.2", "10.0.0.1", "example.com", "fd00::2"):
+        assert not is_loopback(host), host
+    with pytest.raises(ConfigError, match="--no-auth is allowed only on a loopback"):
+        resolve_token("0.0.0.0", no_auth=True, environ={})
+    assert resolve_token("127.0.0.1", no_auth=True, environ={}) == (None, False)
+    first, generated = resolve_token("0.0.0.0", environ={})
+    second, _ = resolve_token("127.0.0.1", environ={})
+    assert generated and first and second and first != second and len(first) >= 32
+    fixed = "f" * 40
+    assert resolve_token("0.0.0.0", environ={TOKEN_ENV: fixed}) == (fixed, False)
+    with pytest.raises(ConfigError, match=TOKEN_ENV):
+        resolve_token("0.0.0.0", environ={TOKEN_ENV: "short"})
+
+
+def test_no_auth_off_loopback_stops_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "mcp",
+            "--workspace",
+            str(tmp_path),
+            "--transport",
+            "streamable-http",
+            "--host",
+            "0.0.0.0",
+            "--no-auth",
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "--no-auth is allowed only on a loopback" in err
+
+
+@in_module_loop
+async def test_off_loopback_a_fixed_token_is_required(tmp_path: Path) -> None:
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address (the policy test above covers the rule)")
+    token = "fixed-token-for-this-deployment-0123456789"
+    server = start_http_ipybox(tmp_path / "ws", "--host", address, "--yes", env={TOKEN_ENV: token})
+    try:
+        log = server.log.read_text()
+        assert f"listening on http://{address}:" in log
+        assert token not in log and f"token: from {TOKEN_ENV}" in log
+        assert await asyncio.to_thread(post, server.url, INITIALIZE, {}) == 401
+        wrong = {"Authorization": f"Bearer {token[:-1]}X"}
+        assert await asyncio.to_thread(post, server.url, INITIALIZE, wrong) == 401
+        async with ClientActor(server.client(token=token)) as client:
+            result = await client.call_tool("execute_code", {"code": "6 * 7"})
+        assert text_of(result) == "42"
+    finally:
+        assert server.stop() == 0
+
+
+# --- one kernel per session ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@in_module_loop
+async def test_two_clients_have_separate_kernels_and_files(http_ipybox: HttpIpybox, mode: str) -> None:
+    first = http_ipybox.client(mode=mode, session="first" if mode == "auto" else None)
+    second = http_ipybox.client(mode=mode, session="second" if mode == "auto" else None)
+    async with ClientActor(first) as a, ClientActor(second) as b:
+        await a.call_tool(
+            "execute_code", {"code": "secret = 'A'\nopen('mine.txt', 'w').write('A')\nimport os\nos.getcwd()"}
+        )
+        result = await b.call_tool("execute_code", {"code": "secret"})
+        assert "NameError" in text_of(result)
+        result = await b.call_tool("execute_code", {"code": "import os\nos.path.exists('mine.txt')"})
+        assert text_of(result) == "False"
+        result = await a.call_tool("execute_code", {"code": "secret, open('mine.txt').read()"})
+        assert text_of(result) == "('A', 'A')"
+        await a.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+        listed = await b.call_tool("list_mcp_servers", {})
+        assert text_of(listed) == "No MCP servers are registered."
+
+
+@in_module_loop
+async def test_a_pending_approval_does_not_block_another_client(http_ipybox: HttpIpybox) -> None:
+    held = Elicitations(hold=asyncio.Event())
+    async with (
+        ClientActor(http_ipybox.client(elicitations=held)) as a,
+        ClientActor(http_ipybox.client()) as b,
+    ):
+        await a.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+        waiting = asyncio.create_task(a.call_tool("execute_code", {"code": CALL_ADD}))
+        await asyncio.wait_for(held.asked.wait(), 60)
+        result = await b.call_tool("execute_code", {"code": "print('b runs'); 1 + 1"})
+        assert text_of(result) == "b runs\n2"
+        assert not waiting.done()
+        assert held.hold is not None
+        held.hold.set()
+        assert "sum 42" in text_of(await waiting)
+
+
+@in_module_loop
+async def test_ending_the_session_stops_its_kernel_and_removes_its_directory(http_ipybox: HttpIpybox) -> None:
+    before = descendants(http_ipybox.process.pid)
+    dirs_before = session_dirs(http_ipybox.workspace)
+    async with ClientActor(http_ipybox.client()) as client:
+        await client.call_tool("execute_code", {"code": "open('f.txt', 'w').write('x')"})
+        started = descendants(http_ipybox.process.pid) - before
+        (mine,) = session_dirs(http_ipybox.workspace) - dirs_before
+    assert started  # the session's kernel
+    assert await wait_gone(started) == set()  # the client's DELETE ended the session
+    for _ in range(300):
+        if mine not in session_dirs(http_ipybox.workspace):
+            break
+        await asyncio.sleep(0.1)
+    assert mine not in session_dirs(http_ipybox.workspace)
+
+
+@in_module_loop
+async def test_an_idle_session_gets_a_new_kernel_and_is_told(tmp_path: Path) -> None:
+    server = start_http_ipybox(tmp_path / "ws", "--idle-timeout", "1")
+    try:
+        async with ClientActor(server.client()) as client:
+            before = descendants(server.process.pid)
+            await client.call_tool("execute_code", {"code": "x = 1\nopen('kept.txt', 'w').write('k')"})
+            kernel = descendants(server.process.pid) - before
+            assert kernel
+            assert await wait_gone(kernel) == set()  # reaped while idle
+            result = await client.call_tool("execute_code", {"code": "open('kept.txt').read()\nx"})
+            text = text_of(result)
+            assert text.startswith("Note: this session was idle for more than 1 s, so its kernel was stopped")
+            assert "NameError" in text
+            result = await client.call_tool("execute_code", {"code": "open('kept.txt').read()"})
+            assert text_of(result) == "'k'"  # told once; files kept
+    finally:
+        assert server.stop() == 0
