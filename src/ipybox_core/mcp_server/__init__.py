@@ -13,14 +13,16 @@ elicitation (see :mod:`ipybox_core.mcp_server.approvals`).
 """
 
 from ipybox_core.mcp_server.approvals import Approver
+from ipybox_core.mcp_server.auth import TOKEN_ENV
 from ipybox_core.mcp_server.environment import KERNEL_ENV_PREFIX, Environment, load_environment
 from ipybox_core.mcp_server.packages import InstallResult, install_requirements, validate_requirements
-from ipybox_core.mcp_server.server import build_server, serve
+from ipybox_core.mcp_server.server import build_server, http_app, serve
 from ipybox_core.mcp_server.service import ExecutorUnavailable, IpyboxService
 from ipybox_core.mcp_server.settings import McpServerSettings
 
 __all__ = [
     "KERNEL_ENV_PREFIX",
+    "TOKEN_ENV",
     "Approver",
     "Environment",
     "ExecutorUnavailable",
@@ -28,6 +30,7 @@ __all__ = [
     "IpyboxService",
     "McpServerSettings",
     "build_server",
+    "http_app",
     "install_requirements",
     "load_environment",
     "serve",
