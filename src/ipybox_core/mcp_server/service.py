@@ -112,7 +112,7 @@ class IpyboxService:
         self._notify = notify or _stderr
         self._default = ClientSession(None, settings.workspace)
         self._sessions: dict[str, ClientSession] = {}
-        self._reaped: OrderedDict[str, float] = OrderedDict()
+        self._reaped: OrderedDict[str, Path] = OrderedDict()  # key → its kept working directory
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._default_started = False
@@ -184,11 +184,13 @@ class IpyboxService:
     async def close_session(self, key: str) -> None:
         """The client ended session ``key``: stop its executions, kernel and MCP servers, and
         remove its working directory."""
-        self._reaped.pop(key, None)
+        reaped = self._reaped.pop(key, None)
         session = self._sessions.pop(key, None)
         if session is not None:
             await self._stop(session)
-            await asyncio.to_thread(_remove_workspace, self.settings.workspace, session.workspace)
+        workspace = session.workspace if session is not None else reaped
+        if workspace is not None:
+            await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
 
     async def cancel_parked(self, key: str | None, reason: str) -> int:
         """Cancel the executions of session ``key`` parked for an approval round."""
@@ -206,8 +208,10 @@ class IpyboxService:
         sessions = [self._default, *self._sessions.values()]
         self._sessions.clear()
         await asyncio.gather(*(self._stop(session) for session in sessions), return_exceptions=True)
-        for session in sessions[1:]:
-            await asyncio.to_thread(_remove_workspace, self.settings.workspace, session.workspace)
+        workspaces = [session.workspace for session in sessions[1:]] + list(self._reaped.values())
+        self._reaped.clear()
+        for workspace in workspaces:
+            await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -295,11 +299,12 @@ class IpyboxService:
                 if now - session.last_used < timeout or self._sessions.get(key) is not session:
                     continue
                 del self._sessions[key]
-                self._reaped[key] = now
-                while len(self._reaped) > _FORGET_REAPED_AFTER:
-                    self._reaped.popitem(last=False)
+                self._reaped[key] = session.workspace
                 with contextlib.suppress(Exception):
                     await self._stop(session)
+                while len(self._reaped) > _FORGET_REAPED_AFTER:
+                    _, forgotten = self._reaped.popitem(last=False)
+                    await asyncio.to_thread(_remove_workspace, self.settings.workspace, forgotten)
 
 
 def _remove_workspace(root: Path, workspace: Path) -> None:

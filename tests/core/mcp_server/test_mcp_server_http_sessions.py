@@ -268,3 +268,4 @@ async def test_an_idle_session_gets_a_new_kernel_and_is_told(tmp_path: Path) -> 
             assert text_of(result) == "'k'"  # told once; files kept
     finally:
         assert server.stop() == 0
+    assert session_dirs(tmp_path / "ws") == set()  # removed when the server stopped
