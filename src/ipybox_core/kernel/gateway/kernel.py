@@ -453,8 +453,14 @@ class GatewayKernel(KernelBase):
     # --- control ----------------------------------------------------------------------------------
 
     async def interrupt(self) -> None:
-        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle."""
+        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle.
+
+        Idle means no execution of ours runs: an interrupt sent then could reach the kernel after the
+        next execution started (control and shell are separate channels) and break that one.
+        """
         self._check_open()
+        if not self._busy:
+            return
         channels = self._channels
         if channels is not None and self._healthy(channels):
             await self._send_interrupt(channels)
