@@ -26,7 +26,7 @@ from ipybox_core.mcp.types import ToolInfo
 
 MAX_NOTES_PER_TOOL = 8
 
-_BASE_SOURCE = (Path(__file__).parent / "_kernel_base.py").read_text(encoding="utf-8")
+_BASE_SOURCE = (Path(__file__).parent.parent / "inkernel" / "_generated_base.py").read_text(encoding="utf-8")
 
 
 class CodegenWarning(UserWarning):

@@ -11,8 +11,8 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import DELIM, Session
 
+from ipybox_core.inkernel._bootstrap import DISPLAY_OMITTED_MIME
 from ipybox_core.kernel._ipc_paths import PinnedSockets
-from ipybox_core.kernel._kernel_bootstrap import DISPLAY_OMITTED_MIME
 from ipybox_core.kernel._launch import ConnectionInfo
 
 Message = dict[str, Any]

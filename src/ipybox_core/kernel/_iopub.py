@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ipybox_core.kernel._kernel_bootstrap import DISPLAY_OMITTED_MIME, TRUNCATION_MIME
+from ipybox_core.inkernel._bootstrap import DISPLAY_OMITTED_MIME, TRUNCATION_MIME
 from ipybox_core.kernel._stream_limit import StreamLimiter
 from ipybox_core.kernel._text import truncate_middle
 from ipybox_core.kernel._traceback import clean_traceback

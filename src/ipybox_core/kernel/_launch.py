@@ -26,7 +26,7 @@ _SUN_PATH_MAX = 103 if sys.platform == "darwin" else 107
 _SOCKET_NAME_ROOM = 8
 _CHANNEL_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 _HOST_VARIABLES = ("HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
-_BOOTSTRAP_SOURCE = Path(__file__).with_name("_kernel_bootstrap.py")
+_BOOTSTRAP_SOURCE = Path(__file__).parent.parent / "inkernel" / "_bootstrap.py"
 _PRIVATE_DIR_PREFIX = "ipybox-"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from ipybox_core.runtime import OUTPUT_MARK_MSG
+from ipybox_core.inkernel.runtime import OUTPUT_MARK_MSG
 
 _REMEMBERED = 256
 _MAX_ID = 64

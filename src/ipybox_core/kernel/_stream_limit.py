@@ -7,7 +7,7 @@ from collections import deque
 from itertools import groupby
 from operator import itemgetter
 
-from ipybox_core.kernel._kernel_bootstrap import display_budget, fit_display
+from ipybox_core.inkernel._bootstrap import display_budget, fit_display
 from ipybox_core.kernel.events import (
     DisplayData,
     DisplayOmitted,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipybox_core.errors import CodeError
-from ipybox_core.kernel._kernel_bootstrap import display_budget
+from ipybox_core.inkernel._bootstrap import display_budget
 from ipybox_core.kernel._stream_limit import DisplayBudget
 from ipybox_core.kernel._text import HeadTailText, strip_ansi
 from ipybox_core.kernel.events import (

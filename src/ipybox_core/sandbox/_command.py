@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ipybox_core.errors import SandboxError
+from ipybox_core.inkernel import _sandbox_boot
 from ipybox_core.kernel.launcher import LaunchSpec
-from ipybox_core.sandbox import _boot
 from ipybox_core.sandbox._pyenv import find_executable, without_dotdot
 from ipybox_core.sandbox.policy import ResourceLimits
 
@@ -82,7 +82,8 @@ def boot_command(
     proxy: tuple[int, str] | None = None,
     user: tuple[int, str, str] | None = None,
 ) -> list[str]:
-    """``spec.argv`` run through the bootstrap (:mod:`._boot`), which applies ``limits`` first.
+    """``spec.argv`` run through the bootstrap (:mod:`ipybox_core.inkernel._sandbox_boot`), which
+    applies ``limits`` first.
 
     ``proxy`` (port, unix socket path) starts the in-sandbox forwarder to the host's filtering proxy.
     ``user`` (uid, home, working directory) makes the bootstrap switch to that uid first, then
@@ -154,4 +155,4 @@ def module_index(argv: Sequence[str]) -> int | None:
 @functools.cache
 def boot_source() -> str:
     """The bootstrap's source, passed to ``python -c``."""
-    return Path(_boot.__file__).read_text(encoding="utf-8")
+    return Path(_sandbox_boot.__file__).read_text(encoding="utf-8")

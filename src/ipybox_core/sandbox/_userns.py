@@ -9,8 +9,8 @@ So a helper running as ``uid`` creates a user namespace (its owner is then ``uid
 charges per-user quotas of everything inside to the owner, not to root), root maps ``0 -> 0`` and
 ``uid -> uid`` (``gid`` likewise) into it, once per process, and bubblewrap joins it (``--userns
 FD``): it builds the sandbox as root of that namespace, and the sandbox's first program
-(``_boot.py``) then switches to ``uid`` for good, which clears every capability. The namespace
-lives as long as a descriptor of it is open.
+(``inkernel/_sandbox_boot.py``) then switches to ``uid`` for good, which clears every
+capability. The namespace lives as long as a descriptor of it is open.
 """
 
 from __future__ import annotations

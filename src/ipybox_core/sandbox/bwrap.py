@@ -4,7 +4,7 @@ Launch chain (each step ``exec``-s the next, so the process the Kernel started i
 
     /bin/sh -c <join cgroups>                                  (host: joins the kernel's cgroups)
       bwrap --args <fd> --seccomp <fd> -- ...                  (namespaces, mounts, --clearenv/--setenv)
-        python -c <_boot.py> <limits> -m ipykernel_launcher -f <connection file>
+        python -c <inkernel/_sandbox_boot.py> <limits> -m ipykernel_launcher -f <connection file>
                                                                (sandbox: setrlimit, SIGXCPU handler)
 
 The bwrap options (including the kernel's environment, which holds the tool server's token) reach
@@ -147,7 +147,7 @@ class BwrapLauncher:
         options = [
             *self._namespace_options(userns_fd),
             *plan.bwrap_args(self._deny_file, sockets, unprivileged=self.uid is not None),
-            *([] if self.uid is not None else ["--chdir", str(spec.cwd.absolute())]),  # else: _boot.py
+            *([] if self.uid is not None else ["--chdir", str(spec.cwd.absolute())]),  # else: the boot
             "--clearenv",
         ]
         environment = sandbox_environment(

@@ -121,10 +121,10 @@ async def test_runtime_is_shipped_into_a_private_directory(kernel: GatewayKernel
     root = kernel.remote_root
     assert root is not None
     assert output.text.splitlines() == [
-        f"{root}/ipybox_core/runtime.py",
+        f"{root}/ipybox_core/inkernel/runtime.py",  # ipybox_core.runtime is that module
         root,
         "['ipybox_core', 'ipybox_core.errors', 'ipybox_core.inkernel', 'ipybox_core.inkernel.errors', "
-        "'ipybox_core.runtime']",
+        "'ipybox_core.inkernel.runtime', 'ipybox_core.runtime']",
     ]
 
 

@@ -18,6 +18,12 @@ import pytest
 import pytest_asyncio
 from _backends import BACKENDS, make_kernel
 
+from ipybox_core.inkernel._bootstrap import (
+    DISPLAY_OMITTED_MIME,
+    TRUNCATION_MIME,
+    display_budget,
+    fit_display,
+)
 from ipybox_core.kernel import (
     ClearOutput,
     DisplayData,
@@ -29,12 +35,6 @@ from ipybox_core.kernel import (
 )
 from ipybox_core.kernel._base import KernelBase
 from ipybox_core.kernel._iopub import output_events
-from ipybox_core.kernel._kernel_bootstrap import (
-    DISPLAY_OMITTED_MIME,
-    TRUNCATION_MIME,
-    display_budget,
-    fit_display,
-)
 from ipybox_core.kernel._stream_limit import DisplayBudget, StreamLimiter, max_iopub_frame_bytes
 from ipybox_core.kernel.events import DisplayOmitted
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import ipybox_core
 from ipybox_core.errors import ConfigError
-from ipybox_core.kernel.gateway import _remote_setup
+from ipybox_core.inkernel import _gateway_setup
 
 _PACKAGE_DIR = Path(ipybox_core.__file__).parent
-_SETUP_SOURCE = Path(_remote_setup.__file__).read_text(encoding="utf-8")
-_BOOTSTRAP_FILE = "ipybox_core/_kernel_bootstrap.py"
+_SETUP_SOURCE = Path(_gateway_setup.__file__).read_text(encoding="utf-8")
+_BOOTSTRAP_FILE = "ipybox_core/inkernel/_bootstrap.py"
 _RUNTIME_INIT = (
     '"""ipybox\'s kernel side, shipped into this kernel by the application."""\n\n'
     "from ipybox_core.errors import (\n"
@@ -36,9 +36,10 @@ class SetupReport:
 
 
 def runtime_files() -> dict[str, str]:
-    """The files every gateway kernel gets: the kernel-side package ``ipybox_core.inkernel``,
-    ``ipybox_core.runtime``, ``ipybox_core.errors`` (kernel code's one import for the errors it can
-    get, also re-exported by ``ipybox_core``) and the kernel bootstrap."""
+    """The files every gateway kernel gets: the whole kernel-side package ``ipybox_core.inkernel``
+    (runtime, errors, bootstrap, set-up, generated-package base), ``ipybox_core.runtime`` (its
+    documented name for the runtime) and ``ipybox_core.errors`` (kernel code's one import for the
+    errors it can get, also re-exported by ``ipybox_core``)."""
     inkernel = _PACKAGE_DIR / "inkernel"
     return {
         "ipybox_core/__init__.py": _RUNTIME_INIT,
@@ -48,7 +49,6 @@ def runtime_files() -> dict[str, str]:
             f"ipybox_core/inkernel/{path.name}": path.read_text(encoding="utf-8")
             for path in sorted(inkernel.glob("*.py"))
         },
-        _BOOTSTRAP_FILE: (_PACKAGE_DIR / "kernel" / "_kernel_bootstrap.py").read_text(encoding="utf-8"),
     }
 
 
@@ -78,7 +78,7 @@ def setup_code(
         "bootstrap_args": {"shell_approval": shell_approval, "output_limit": output_limit},
         "reset_cwd": reset_cwd,
     }
-    name = _remote_setup.MODULE_NAME
+    name = _gateway_setup.MODULE_NAME
     return (
         "def __ipybox_gateway_setup__():\n"
         "    import sys, types\n"
@@ -94,13 +94,13 @@ def setup_code(
 def sync_code(changes: Mapping[str, Mapping[str, str] | None]) -> str:
     """A cell that replaces or removes package directories in the kernel's private directory."""
     payload = {path: dict(files) if files is not None else None for path, files in changes.items()}
-    return f"__import__('sys').modules[{_remote_setup.MODULE_NAME!r}].sync({payload!r})\n"
+    return f"__import__('sys').modules[{_gateway_setup.MODULE_NAME!r}].sync({payload!r})\n"
 
 
 def status_code() -> str:
     """A cell that prints the kernel's boot id once its set-up is complete (empty when it lost the
     set-up, e.g. restarted; the bootstrap's traceback if it failed)."""
-    name = _remote_setup.MODULE_NAME
+    name = _gateway_setup.MODULE_NAME
     return f"getattr(__import__('sys').modules.get({name!r}), 'status', lambda: print(''))()\n"
 
 
@@ -115,8 +115,8 @@ def environment_code(env: Mapping[str, str], python_path: Sequence[str]) -> str:
 
 def parse_report(text: str) -> SetupReport | None:
     for line in text.splitlines():
-        if line.startswith(_remote_setup.REPORT_PREFIX):
-            data = json.loads(line[len(_remote_setup.REPORT_PREFIX) :])
+        if line.startswith(_gateway_setup.REPORT_PREFIX):
+            data = json.loads(line[len(_gateway_setup.REPORT_PREFIX) :])
             return SetupReport(
                 root=str(data["root"]),
                 real_root=str(data["real_root"]),

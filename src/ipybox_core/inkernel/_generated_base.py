@@ -1,6 +1,7 @@
 """Support code of a generated MCP tool package (copied into it as ``_base.py``; runs in the kernel).
 
-Imports only the standard library, pydantic and :mod:`ipybox_core.runtime`. Each generated tool
+Imports only the standard library, pydantic and :mod:`ipybox_core.inkernel.runtime` (the one
+kernel-side module allowed pydantic: generated models need it). Each generated tool
 module defines its argument model and a documented stub function; :func:`tool` turns the stub
 into the callable that validates the arguments, sends the call and converts the result.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from ipybox_core import runtime
+from ipybox_core.inkernel import runtime
 
 __all__ = ["Args", "Model", "ResultValidationWarning", "is_none", "tool", "unique_items"]
 

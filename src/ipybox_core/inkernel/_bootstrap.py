@@ -335,7 +335,7 @@ def _install_shell_approval(shell: Any) -> None:
     def approve(command: str) -> None:
         __tracebackhide__ = True
         try:
-            from ipybox_core import runtime
+            from ipybox_core.inkernel import runtime
         except ImportError as exc:
             raise PermissionError(
                 f"shell command not run: it needs approval, but ipybox_core is not importable ({exc})"
