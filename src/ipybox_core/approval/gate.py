@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from ipybox_core.approval.audit import AuditLog
-from ipybox_core.approval.policy import ApprovalPolicy, apply_policy, check_policy
+from ipybox_core.approval.policy import ApprovalPolicy, ApprovalRules, apply_policy, check_policy
 from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest
 
 ApprovalListener = Callable[[ApprovalRequest], None]
@@ -34,6 +34,13 @@ class ApprovalGate:
         self.timeout = timeout
         self.audit = audit
         self._listener: ApprovalListener | None = None
+
+    @property
+    def never_asks(self) -> bool:
+        """Whether the policy decides every request by itself: none can reach the listener (the
+        kernel's runtime then leaves the output mark, which only orders surfaced requests, out)."""
+        policy = self.policy
+        return policy == "never" or (isinstance(policy, ApprovalRules) and policy.default != "ask")
 
     def listen(self, listener: ApprovalListener | None) -> None:
         """Route requests needing a decision to ``listener`` (``None``: reject them)."""

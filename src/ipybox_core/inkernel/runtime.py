@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
 import json
 import os
 import socket
@@ -129,28 +128,119 @@ def approve_shell_command(command: str) -> None:
 
 
 # --- transport ----------------------------------------------------------------------------------
+#
+# A minimal HTTP/1.1 client on a plain (or TLS) socket: one ``sendall`` per request, the answer
+# read from the socket's buffered reader. The tool server is the only peer, so only what it sends
+# is understood: a status line, headers, then a ``Content-Length`` body (an answer ready at once) or
+# a chunked one (heartbeat lines while the call waits, then the answer line).
+
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("ipybox", timeout=timeout)
-        self._path = path
+class _Lost(Exception):
+    """The connection ended before a complete answer."""
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except BaseException:
-            sock.close()
-            raise
+
+class _Connection:
+    """One keep-alive connection to the tool server, used by one thread at a time."""
+
+    __slots__ = ("address", "host", "reader", "sock", "timeout")
+
+    def __init__(self, address: str, sock: socket.socket, host: str) -> None:
+        self.address = address
         self.sock = sock
+        self.host = host
+        self.reader = sock.makefile("rb")
+        self.timeout = sock.gettimeout()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.reader.close()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def exchange(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+        """Send one request; the status and the first non-empty line of the answer's body."""
+        if self.timeout != LOST_HOST_AFTER:  # changed since the connection opened (tests do)
+            self.sock.settimeout(LOST_HOST_AFTER)
+            self.timeout = LOST_HOST_AFTER
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        # The server may hang up before reading the whole request, having answered first (a body
+        # over its size limit, too many connections): the answer is read all the same.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.sock.sendall(head.encode("latin-1") + body)
+        return self._answer()
+
+    def _line(self) -> bytes:
+        line = self.reader.readline(_MAX_LINE + 1)
+        if not line:
+            raise _Lost("the tool server closed the connection")
+        if len(line) > _MAX_LINE:
+            raise _Lost("the tool server sent an overlong line")
+        return line
+
+    def _answer(self) -> tuple[int, bytes]:
+        status_line = self._line()
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise _Lost(f"not an HTTP answer: {status_line[:80]!r}")
+        status = int(parts[1])
+        keep = parts[0] == b"HTTP/1.1"
+        length: int | None = None
+        chunked = False
+        for _ in range(_MAX_HEADERS + 1):
+            line = self._line()
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value.strip())
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif name == b"connection":
+                keep = b"close" not in value.lower()
+        else:
+            raise _Lost("the tool server sent too many headers")
+        if chunked:
+            body = self._chunks()
+        elif length is not None:
+            body = self.reader.read(length)
+            if len(body) < length:
+                raise _Lost("the tool server closed the connection mid-answer")
+        else:
+            body, keep = self.reader.read(), False
+        if not keep:
+            _drop_connection()
+        for line in body.split(b"\n"):
+            if line.strip():
+                return status, line
+        raise _Lost("the tool server closed the connection mid-answer")
+
+    def _chunks(self) -> bytes:
+        """A chunked body, read to its end (the connection stays usable)."""
+        data: list[bytes] = []
+        while True:
+            size = int(self._line().split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                while self._line() not in (b"\r\n", b"\n"):  # trailers
+                    pass
+                return b"".join(data)
+            chunk = self.reader.read(size)
+            if len(chunk) < size:
+                raise _Lost("the tool server closed the connection mid-answer")
+            data.append(chunk)
+            self._line()  # the chunk's CRLF
 
 
 _local = threading.local()
 
 
-def _connection() -> tuple[http.client.HTTPConnection, bool]:
+def _connection() -> tuple[_Connection, bool]:
     """A keep-alive connection per thread (tools may be called from several threads at once).
 
     Returns the connection and whether it was reused from an earlier call.
@@ -160,49 +250,92 @@ def _connection() -> tuple[http.client.HTTPConnection, bool]:
         raise ToolServerUnavailable(
             f"{_SERVER_ENV} is not set: this kernel was not started by an ipybox executor"
         )
-    cached: tuple[str, http.client.HTTPConnection] | None = getattr(_local, "conn", None)
-    if cached is not None and cached[0] == address:
-        return cached[1], True
-    conn: http.client.HTTPConnection
-    if address.startswith("unix:"):
-        conn = _UnixHTTPConnection(address[len("unix:") :], timeout=LOST_HOST_AFTER)
-    else:
-        parts = urlsplit(address)
-        if parts.scheme == "https":
-            context = ssl.create_default_context(cafile=os.environ.get("IPYBOX_TOOL_CA") or None)
-            conn = http.client.HTTPSConnection(
-                parts.hostname or "", parts.port, timeout=LOST_HOST_AFTER, context=context
-            )
-        else:
-            conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=LOST_HOST_AFTER)
-    _local.conn = (address, conn)
+    cached: _Connection | None = getattr(_local, "conn", None)
+    if cached is not None:
+        if cached.address == address:
+            return cached, True
+        _drop_connection()
+    conn = _open(address)
+    _local.conn = conn
     return conn, False
 
 
+def _open(address: str) -> _Connection:
+    if address.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(LOST_HOST_AFTER)
+            sock.connect(address[len("unix:") :])
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(address, sock, "ipybox")
+    parts = urlsplit(address)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    sock = socket.create_connection((host, port), timeout=LOST_HOST_AFTER)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms delayed-ACK waits
+        if parts.scheme == "https":
+            context = ssl.create_default_context(cafile=os.environ.get("IPYBOX_TOOL_CA") or None)
+            sock = context.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+    return _Connection(address, sock, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+
+
 def _drop_connection() -> None:
-    cached = getattr(_local, "conn", None)
+    cached: _Connection | None = getattr(_local, "conn", None)
     _local.conn = None
     if cached is not None:
-        cached[1].close()
+        cached.close()
+
+
+_marks_wanted = True
+"""Whether requests carry an output mark. Every successful answer says whether the tool server's
+policy can ask the application at all (``"marks": false`` when it cannot); while it cannot, no mark
+is published and requests say ``"unmarked": true``. Should the policy change, the server refuses
+such a request (``mark_needed``) before deciding it, and it is sent again with a mark."""
 
 
 def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict[str, Any]:
-    mark = _publish_mark()  # what the code printed before the call reaches the application first
-    if mark is not None:
-        payload = {**payload, "mark": mark}
-    body = json.dumps(payload).encode()
-    headers = {
-        "Authorization": f"Bearer {os.environ.get(_TOKEN_ENV, '')}",
-        "Content-Type": "application/json",
-    }
+    global _marks_wanted
     while True:
-        conn, reused = _connection()
+        wanted = _marks_wanted
+        # What the code printed before the call reaches the application first.
+        mark = _publish_mark() if wanted else None
+        if mark is not None:
+            sent = {**payload, "mark": mark}
+        else:
+            sent = payload if wanted else {**payload, "unmarked": True}
+        status, raw = _exchange(path, json.dumps(sent).encode())
+        if status == 401:
+            raise PermissionError("the ipybox tool server refused the call: invalid token")
         try:
-            _send(conn, path, body, headers)
-            response = conn.getresponse()
-            status = response.status
-            raw = _read_final_line(response)
-            break
+            message = json.loads(raw)
+        except ValueError:
+            raise ToolServerUnavailable(f"unreadable answer from the tool server (HTTP {status})") from None
+        if message.get("ok"):
+            _marks_wanted = message.get("marks") is not False
+            return dict(message.get("result") or {})
+        error = message.get("error") or {}
+        kind = str(error.get("type", ""))
+        if kind == "mark_needed" and not wanted:
+            _marks_wanted = True
+            continue
+        _raise(kind, str(error.get("message", "")), server, tool)
+
+
+def _exchange(path: str, body: bytes) -> tuple[int, bytes]:
+    """One request on this thread's connection (a fresh one if a kept-alive one was closed)."""
+    token = os.environ.get(_TOKEN_ENV, "")
+    if "\r" in token or "\n" in token:
+        token = ""  # not a token the server issued: refused as such
+    while True:
+        reused = False
+        try:
+            conn, reused = _connection()
+            return conn.exchange(path, body, token)
         except (ConnectionRefusedError, FileNotFoundError) as exc:
             _drop_connection()
             raise ToolServerUnavailable(f"the ipybox tool server is not reachable: {exc}") from None
@@ -211,7 +344,7 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
             raise ToolServerUnavailable(
                 f"the ipybox tool server stopped answering (no heartbeat for {LOST_HOST_AFTER:.0f} s)"
             ) from None
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+        except (_Lost, BrokenPipeError, ConnectionResetError) as exc:
             # A kept-alive connection may have been closed by the server while idle: retry on a
             # fresh one. On a fresh connection the failure means the host is gone.
             _drop_connection()
@@ -222,24 +355,6 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
             # state, and closing it tells the server to abandon the call.
             _drop_connection()
             raise
-    if status == 401:
-        raise PermissionError("the ipybox tool server refused the call: invalid token")
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        raise ToolServerUnavailable(f"unreadable answer from the tool server (HTTP {status})") from None
-    if message.get("ok"):
-        return dict(message.get("result") or {})
-    error = message.get("error") or {}
-    _raise(str(error.get("type", "")), str(error.get("message", "")), server, tool)
-
-
-def _send(conn: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]) -> None:
-    # The server may hang up before reading the whole request, having answered first (a body over
-    # its size limit, too many connections): getresponse() then reads that answer, or fails like a
-    # lost connection.
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        conn.request("POST", path, body=body, headers=headers)
 
 
 def _flush_output() -> None:
@@ -271,16 +386,6 @@ def _publish_mark() -> str | None:
     except Exception:  # an unusual kernel: the request then goes out unmarked
         return None
     return mark
-
-
-def _read_final_line(response: http.client.HTTPResponse) -> bytes:
-    while True:
-        line = response.readline()
-        if not line:
-            raise http.client.RemoteDisconnected("the tool server closed the connection mid-answer")
-        if line.strip():
-            response.read()  # drain to keep the connection reusable
-            return line
 
 
 def _raise(kind: str, message: str, server: str, tool: str) -> NoReturn:

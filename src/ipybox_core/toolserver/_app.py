@@ -1,4 +1,10 @@
-"""The HTTP endpoints of the tool server (``/call``, ``/shell``); see :mod:`ipybox_core.runtime`."""
+"""The HTTP endpoints of the tool server (``/call``, ``/shell``); see :mod:`ipybox_core.runtime`.
+
+A plain ASGI application (served by uvicorn): two routes do not need a framework, and the tool
+call path is the hot one, so each request costs one task for the work and one watching for the
+kernel to hang up, and an answer ready before the first heartbeat goes out in one piece with a
+``Content-Length`` (heartbeats, chunked, only for calls that wait).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,9 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 from ipybox_core.approval import ApprovalGate, ApprovalRequest
 from ipybox_core.errors import McpServerError, McpTimeout, ToolError, UnknownToolError
@@ -27,7 +28,15 @@ MAX_JSON_DEPTH = 400
 """Deepest nesting of arrays and objects a request body may have (the JSON parser recurses)."""
 
 _PARSE_IN_THREAD_ABOVE = 64 * 1024  # bodies this large are checked and parsed off the event loop
-_CLOSE = {"connection": "close"}  # for answers given before the request body was read to its end
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_NDJSON = (b"content-type", b"application/x-ndjson")
+_CLOSE = (b"connection", b"close")  # for answers given before the request body was read to its end
 
 
 class ToolCallOutcome(Protocol):
@@ -64,12 +73,8 @@ class _Failure:
     status: int = 400
     close: bool = False  # the body was not read to its end: the connection cannot be reused
 
-    def response(self) -> Response:
-        return Response(
-            error_line(self.type, self.message),
-            status_code=self.status,
-            headers=_CLOSE if self.close else None,
-        )
+    async def send(self, send: Send) -> None:
+        await _send_whole(send, error_line(self.type, self.message), self.status, close=self.close)
 
 
 def _line(payload: dict[str, Any]) -> bytes:
@@ -81,6 +86,14 @@ def error_line(kind: str, message: str) -> bytes:
     return _line({"ok": False, "error": {"type": kind, "message": message}})
 
 
+async def _send_whole(send: Send, body: bytes, status: int = 200, *, close: bool = False) -> None:
+    headers = [_NDJSON, (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append(_CLOSE)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def build_app(
     backend: ToolBackend,
     gate: ApprovalGate,
@@ -89,16 +102,13 @@ def build_app(
     *,
     max_request_bytes: int,
     body_timeout: float,
-) -> Starlette:
+) -> App:
     """The ASGI app: token check, bounded body, approval gate, then the backend."""
 
     expected = f"Bearer {token}".encode()
 
-    def authorized(request: Request) -> bool:
-        return hmac.compare_digest(request.headers.get("authorization", "").encode(), expected)
-
-    async def read_body(request: Request, *keys: str) -> dict[str, Any] | _Failure:
-        raw = await _read_limited(request, max_request_bytes, body_timeout)
+    async def read_body(scope: Scope, receive: Receive, *keys: str) -> dict[str, Any] | _Failure:
+        raw = await _read_limited(scope, receive, max_request_bytes, body_timeout)
         if isinstance(raw, _Failure):
             return raw
         if len(raw) > _PARSE_IN_THREAD_ABOVE:  # keep other sessions' calls moving meanwhile
@@ -111,19 +121,17 @@ def build_app(
             return _Failure("bad_request", f"request body needs string fields {', '.join(keys)}")
         return body
 
-    async def call(request: Request) -> Response:
-        if not authorized(request):
-            return _Failure("unauthorized", "invalid token", 401, close=True).response()
-        body = await read_body(request, "server", "tool")
+    async def call(scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(scope, receive, "server", "tool")
         if isinstance(body, _Failure):
-            return body.response()
+            return await body.send(send)
         server, tool, arguments = body["server"], body["tool"], body.get("arguments") or {}
         if not isinstance(arguments, dict):
-            return Response(error_line("bad_request", "arguments must be a JSON object"), status_code=400)
+            return await _send_whole(send, error_line("bad_request", "arguments must be a JSON object"), 400)
         try:
             info = backend.tool(server, tool)
         except UnknownToolError as exc:
-            return Response(error_line("unknown_tool", str(exc)))
+            return await _send_whole(send, error_line("unknown_tool", str(exc)))
         approval = ApprovalRequest(
             kind="mcp",
             server=server,
@@ -132,14 +140,14 @@ def build_app(
             annotations=info.annotations,
             output_mark=_output_mark(body),
         )
-        return _streamed(lambda: _approved_call(backend, gate, approval), heartbeat)
+        await _answer(
+            lambda: _approved_call(backend, gate, approval, _unmarked(body)), receive, send, heartbeat
+        )
 
-    async def shell(request: Request) -> Response:
-        if not authorized(request):
-            return _Failure("unauthorized", "invalid token", 401, close=True).response()
-        body = await read_body(request, "command")
+    async def shell(scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(scope, receive, "command")
         if isinstance(body, _Failure):
-            return body.response()
+            return await body.send(send)
         approval = ApprovalRequest(
             kind="shell",
             server="",
@@ -147,17 +155,38 @@ def build_app(
             args={"command": body["command"]},
             output_mark=_output_mark(body),
         )
-        return _streamed(lambda: _approved_shell(gate, approval), heartbeat)
+        await _answer(lambda: _approved_shell(gate, approval, _unmarked(body)), receive, send, heartbeat)
 
-    return Starlette(
-        routes=[Route("/call", call, methods=["POST"]), Route("/shell", shell, methods=["POST"])]
-    )
+    routes = {"/call": call, "/shell": shell}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        if scope["type"] != "http":
+            return
+        route = routes.get(scope["path"])
+        if route is None:
+            return await _send_whole(send, error_line("bad_request", "not found"), 404)
+        if scope["method"] != "POST":
+            return await _send_whole(send, error_line("bad_request", "use POST"), 405)
+        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        if not hmac.compare_digest(authorization, expected):
+            return await _Failure("unauthorized", "invalid token", 401, close=True).send(send)
+        await route(scope, receive, send)
+
+    return app
 
 
 def _output_mark(body: dict[str, Any]) -> str | None:
     """The output mark a request carries (see ``ipybox_core.kernel._marks``), if well-formed."""
     mark = body.get("mark")
     return mark if isinstance(mark, str) and 0 < len(mark) <= 64 else None
+
+
+def _unmarked(body: dict[str, Any]) -> bool:
+    """Whether the runtime left the output mark out because an answer said none was needed."""
+    return body.get("unmarked") is True and _output_mark(body) is None
 
 
 def _too_large(limit: int) -> _Failure:
@@ -170,30 +199,36 @@ def _too_large(limit: int) -> _Failure:
     )
 
 
-async def _read_limited(request: Request, limit: int, timeout: float) -> bytes | _Failure:
+async def _read_limited(scope: Scope, receive: Receive, limit: int, timeout: float) -> bytes | _Failure:
     """The request body, read chunk by chunk and given up as soon as it is known to exceed ``limit``.
 
     An announced ``Content-Length`` over the limit is refused before a byte of the body is read; a
     body without one (chunked) is refused at the first chunk past the limit. Either way the answer
     closes the connection, so the rest of the body is never read.
     """
-    announced = request.headers.get("content-length")
+    announced = next((v for k, v in scope["headers"] if k == b"content-length"), None)
     if announced is not None and announced.isdigit() and int(announced) > limit:
         return _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return _Failure(
+                        "bad_request", "the client went away while sending the request", close=True
+                    )
+                chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
                     return _too_large(limit)
                 chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
     except TimeoutError:
         return _Failure("bad_request", f"request body not received within {timeout:g} s", 408, close=True)
-    except ClientDisconnect:
-        return _Failure("bad_request", "the client went away while sending the request", close=True)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 # A string runs to its closing quote, or to the end of the body when unterminated: every quote
@@ -238,10 +273,26 @@ def _parse_json(raw: bytes) -> Any:
         return _Failure("bad_request", "request body is not JSON")
 
 
-async def _approved_call(backend: ToolBackend, gate: ApprovalGate, approval: ApprovalRequest) -> bytes:
+_MARK_NEEDED = (
+    "mark_needed",
+    "the approval policy may ask the application now: send the request with an output mark",
+)
+
+
+def _rejected(decision_by: str) -> str:
+    return "approval_timeout" if decision_by == "timeout" else "rejected"
+
+
+async def _approved_call(
+    backend: ToolBackend, gate: ApprovalGate, approval: ApprovalRequest, unmarked: bool
+) -> bytes:
+    # An unmarked request may only pass a gate that never asks: checked right before deciding
+    # (no suspension in between), so a request the application sees always carries its mark.
+    if unmarked and not gate.never_asks:
+        return error_line(*_MARK_NEEDED)
     decision = await gate.decide(approval)
     if not decision.approved:
-        kind = "approval_timeout" if decision.decided_by == "timeout" else "rejected"
+        kind = _rejected(decision.decided_by)
         return error_line(kind, f"{approval.name} was rejected: {decision.reason or 'no reason given'}")
     arguments = decision.arguments if decision.arguments is not None else approval.args
     try:
@@ -259,23 +310,39 @@ async def _approved_call(backend: ToolBackend, gate: ApprovalGate, approval: App
         answer["notices"] = list(result.notices)  # the kernel prints them to the code's stderr
         for notice in result.notices:
             await gate.note(approval, notice)
-    return _line({"ok": True, "result": answer})
+    message: dict[str, Any] = {"ok": True, "result": answer}
+    if gate.never_asks:
+        message["marks"] = False  # the runtime may leave the output mark out of its next requests
+    return _line(message)
 
 
-async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest) -> bytes:
+async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest, unmarked: bool) -> bytes:
+    if unmarked and not gate.never_asks:
+        return error_line(*_MARK_NEEDED)
     decision = await gate.decide(approval)
     if not decision.approved:
-        kind = "approval_timeout" if decision.decided_by == "timeout" else "rejected"
+        kind = _rejected(decision.decided_by)
         return error_line(kind, f"shell command rejected: {decision.reason or 'no reason given'}")
-    return _line({"ok": True, "result": {}})
+    message: dict[str, Any] = {"ok": True, "result": {}}
+    if gate.never_asks:
+        message["marks"] = False
+    return _line(message)
 
 
-def _streamed(work: Callable[[], Awaitable[bytes]], heartbeat: float) -> StreamingResponse:
-    """Answer with heartbeat lines until ``work`` is done, then its line.
+async def _until_disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _answer(
+    work: Callable[[], Awaitable[bytes]], receive: Receive, send: Send, heartbeat: float
+) -> None:
+    """Answer with ``work``'s line: in one piece if it is done within ``heartbeat`` seconds, else
+    as a chunked stream of heartbeat lines (one per ``heartbeat``) ending with it.
 
     The heartbeats let the kernel tell a slow decision from a lost host. When the kernel drops the
-    connection (its code was interrupted), the streaming task is cancelled and so is ``work``: the
-    approval request is abandoned and the MCP call cancelled.
+    connection (its code was interrupted), ``work`` is cancelled: the approval request is
+    abandoned and the MCP call cancelled.
     """
 
     async def guarded() -> bytes:
@@ -285,17 +352,27 @@ def _streamed(work: Callable[[], Awaitable[bytes]], heartbeat: float) -> Streami
             logger.exception("tool server: unexpected error")
             return error_line("internal", f"internal tool server error: {type(exc).__name__}: {exc}")
 
-    async def body() -> AsyncIterator[bytes]:
-        task = asyncio.ensure_future(guarded())
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=heartbeat)
-                if done:
-                    yield task.result()
-                    return
-                yield b"\n"
-        finally:
-            if not task.done():
-                task.cancel()
-
-    return StreamingResponse(body(), media_type="application/x-ndjson")
+    task = asyncio.ensure_future(guarded())
+    watcher = asyncio.ensure_future(_until_disconnected(receive))
+    streaming = False
+    try:
+        while True:
+            done, _ = await asyncio.wait(
+                (task, watcher), timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+            )
+            if task in done:
+                if streaming:
+                    await send({"type": "http.response.body", "body": task.result(), "more_body": False})
+                else:
+                    await _send_whole(send, task.result())
+                return
+            if watcher in done:
+                return  # the kernel is gone: nobody to answer
+            if not streaming:
+                await send({"type": "http.response.start", "status": 200, "headers": [_NDJSON]})
+                streaming = True
+            await send({"type": "http.response.body", "body": b"\n", "more_body": True})
+    finally:
+        for pending in (task, watcher):
+            if not pending.done():
+                pending.cancel()

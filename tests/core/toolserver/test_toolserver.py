@@ -314,3 +314,42 @@ async def test_a_notice_about_the_call_reaches_the_audit_log(served: Served) -> 
     assert [note["notice"] for note in notes] == ["MCP server 'demo' had stopped and was restarted"]
     assert notes[0]["tool"] == "restarted"  # control: the ordinary call before it left no notice
     assert [record.tool for record in served.gate.audit.read()] == ["add", "restarted"]
+
+
+async def test_output_marks_are_left_out_only_while_the_policy_cannot_ask(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a policy that decides everything itself the runtime stops publishing output marks (they
+    only order requests the application sees); once the policy may ask, an unmarked request is sent
+    back for a mark before it is decided, so every request the application sees carries one."""
+    published: list[str] = []
+
+    def publish() -> str:
+        published.append(f"mark{len(published)}")
+        return published[-1]
+
+    monkeypatch.setattr(runtime, "_publish_mark", publish)
+    monkeypatch.setattr(runtime, "_marks_wanted", True)
+    for a in range(3):  # "never": the first answer says no mark is needed
+        assert (await in_thread(lambda a=a: served.call("add", {"a": a}))).structured == {"result": a}
+    assert published == ["mark0"]
+
+    served.gate.policy = ApprovalRules(allow=["demo.add"], default="deny")  # cannot ask either
+    await in_thread(lambda: served.call("add", {"a": 1}))
+    assert published == ["mark0"]
+
+    served.gate.policy = "always"
+    task = asyncio.ensure_future(in_thread(lambda: served.call("add", {"a": 7})))
+    while not served.requests:
+        await asyncio.sleep(0.01)
+    assert published == ["mark0", "mark1"]
+    assert served.requests[0].output_mark == "mark1"  # refused unmarked, sent again with its mark
+    await served.requests[0].accept()
+    assert (await task).structured == {"result": 7}
+    task = asyncio.ensure_future(in_thread(lambda: served.call("add", {"a": 8})))
+    while len(served.requests) < 2:
+        await asyncio.sleep(0.01)
+    assert served.requests[1].output_mark == "mark2"  # marked from the start now
+    await served.requests[1].accept()
+    await task
+    assert [c[2] for c in served.backend.calls] == [{"a": a} for a in (0, 1, 2, 1, 7, 8)]
