@@ -107,22 +107,29 @@ class ApprovalRequest:
         self._future.add_done_callback(lambda _: callback(self))
 
     async def wait(self, timeout: float | None = None) -> ApprovalDecision:
-        """Wait for the decision; after ``timeout`` seconds the request is rejected as expired."""
+        """Wait for the decision; after ``timeout`` seconds the request is rejected as expired.
+
+        The decision wakes the waiter directly (one event-loop step: no shield, no ``wait_for``);
+        cancelling the waiter abandons the request.
+        """
+        expiry = None
+        if timeout is not None:
+            expiry = asyncio.get_running_loop().call_later(timeout, self._expire, timeout)
         try:
-            return await asyncio.wait_for(asyncio.shield(self._future), timeout)
-        except TimeoutError:
-            expired = ApprovalDecision(
-                approved=False,
-                decided_by="timeout",
-                reason=f"approval timed out after {timeout:g} s without a decision",
+            return await self._future  # a cancelled waiter cancels the future: abandoned
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+
+    def _expire(self, timeout: float) -> None:
+        if not self._future.done():
+            self._future.set_result(
+                ApprovalDecision(
+                    approved=False,
+                    decided_by="timeout",
+                    reason=f"approval timed out after {timeout:g} s without a decision",
+                )
             )
-            if not self._future.done():
-                self._future.set_result(expired)
-            return self._future.result()
-        except asyncio.CancelledError:
-            if not self._future.done():
-                self._future.cancel()
-            raise
 
     def __repr__(self) -> str:
         state = "pending" if self.pending else ("abandoned" if self._future.cancelled() else "decided")

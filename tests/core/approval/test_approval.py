@@ -141,3 +141,34 @@ async def test_hints_name_the_annotations_an_approver_should_see() -> None:
     )
     assert destructive.hints == ["destructive"]
     assert mcp_request().hints == []
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_a_decision_reaches_the_waiting_call_in_one_event_loop_step(timeout: float | None) -> None:
+    """The approval path adds one hop: the application's decision wakes the gate's waiting call
+    directly (no shield or wait_for in between), with or without an approval timeout."""
+    gate = ApprovalGate("always", timeout=timeout)
+    asked: list[ApprovalRequest] = []
+    gate.listen(asked.append)
+    call = asyncio.ensure_future(gate.decide(ApprovalRequest(kind="mcp", server="s", tool="t", args={})))
+    while not asked:
+        await asyncio.sleep(0)
+    await asked[0].accept()
+    await asyncio.sleep(0)  # one step of the event loop
+    assert call.done()
+    assert call.result().decided_by == "user"
+
+
+async def test_cancelling_the_waiting_call_abandons_the_request() -> None:
+    gate = ApprovalGate("always", timeout=30)
+    asked: list[ApprovalRequest] = []
+    gate.listen(asked.append)
+    call = asyncio.ensure_future(gate.decide(ApprovalRequest(kind="mcp", server="s", tool="t", args={})))
+    while not asked:
+        await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not asked[0].pending
+    with pytest.raises(ApprovalError, match="abandoned"):
+        await asked[0].accept()
