@@ -38,9 +38,11 @@ from ipybox_integrations.langchain._sessions import (
 )
 from ipybox_integrations.langchain._settings import ToolSettings
 
-# LangGraph's private config keys (langgraph/_internal/_constants.py), read defensively.
+# LangGraph's private config keys and write channel (langgraph/_internal/_constants.py), read defensively.
 _SCRATCHPAD_KEY = "__pregel_scratchpad"
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
+_TASK_ID_KEY = "__pregel_task_id"
+_RESUME_CHANNEL = "__resume__"
 
 LOST_MESSAGE = (
     "Error: the execution of this execute_code call is gone: it waited for approval longer than allowed "
@@ -89,6 +91,7 @@ async def _ask(settings: ToolSettings, store: Store, parked: Parked, request: Ap
     index = state.answered
     # The abandonment timer runs from now until the answer comes.
     parked = store.park(parked.key, parked.execution, request, state, abandon_after=settings.abandon_after)
+    withhold_consumed_answer()
     try:
         value = interrupt(
             hitl_request(request, settings.allowed_decisions, settings.describe),
@@ -143,6 +146,50 @@ def _current_call_ids(runtime: ToolRuntime) -> set[str] | None:
     if not isinstance(calls, list):
         return None
     return {str(call.get("id")) for call in calls if isinstance(call, Mapping)}
+
+
+def withhold_consumed_answer() -> bool:
+    """Keep an answer this tool call already consumed from answering its next question; True if one was.
+
+    A plain ``Command(resume=...)`` is stored on the checkpoint and stays there after this call took
+    it, so a later run that brings no answer of its own (``ainvoke(None)``, or an id-keyed resume for
+    an earlier question) would hand it to the next ``interrupt()`` as if the human had answered it
+    (langgraph#8837). A run's own plain answer is added after everything loaded from the checkpoint,
+    so an answer stored *before* this call's record of the answers it consumed is an old one: it is
+    consumed here, in memory only, and ``interrupt()`` asks the human again.
+    """
+    configurable = get_config().get("configurable", {})
+    scratchpad = configurable.get(_SCRATCHPAD_KEY)
+    peek = getattr(scratchpad, "get_null_resume", None)
+    cells = _closure_of(peek)
+    writes, answer = cells.get("pending_writes"), cells.get("null_resume_write")
+    if not isinstance(writes, list) or answer is None or scratchpad is None:
+        return False
+    at = next((index for index, write in enumerate(writes) if write is answer), None)
+    task_id = configurable.get(_TASK_ID_KEY)
+    consumed = [
+        index
+        for index, write in enumerate(writes)
+        if isinstance(write, tuple) and write[:2] == (task_id, _RESUME_CHANNEL)
+    ]
+    if at is None or not consumed or at > max(consumed):
+        return False
+    scratchpad.get_null_resume(True)
+    return True
+
+
+def _closure_of(function: object) -> dict[str, object]:
+    code = getattr(function, "__code__", None)
+    cells = getattr(function, "__closure__", None) or ()
+    if code is None:
+        return {}
+    values: dict[str, object] = {}
+    for name, cell in zip(code.co_freevars, cells, strict=False):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return values
 
 
 def _answered_before() -> bool:

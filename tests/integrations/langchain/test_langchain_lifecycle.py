@@ -174,3 +174,32 @@ async def test_cancel_suspended_cancels_one_thread_or_all(idle_executor: CodeExe
 
     assert middleware.suspended == 0 and not idle_executor.busy
     assert await kernel_value(idle_executor, "cancel_mw") == "started"
+
+
+async def server_count(executor: CodeExecutor) -> int:
+    """The test server's counter after one more call (each call increments it)."""
+    result = await executor.execute("from mcptools.test import count\nprint(count())", approve_all=True)
+    return int(result.text.strip())
+
+
+async def test_a_resume_without_an_answer_asks_again_and_never_runs_the_call(
+    idle_executor: CodeExecutor,
+) -> None:
+    # ainvoke(None) re-runs the interrupted tool call; LangGraph hands it the earlier, consumed plain
+    # answer again (langgraph#8837). The pending call must be asked again, not approved with it.
+    code = "from mcptools.test import add, count\nadd(a=1, b=0)\nafter_none = count()\nprint(after_none)"
+    before = await server_count(idle_executor)
+    _, agent = make_agent([CodeActionMiddleware(idle_executor)], run_code_then_finish(code))
+    only_interrupt(await agent.ainvoke(user(), config("none-resume"), version="v2"))
+    second = only_interrupt(await resume(agent, "none-resume", APPROVE))  # plain answer to add()
+    assert action(second)["name"] == "test.count"
+
+    again = only_interrupt(await agent.ainvoke(None, config("none-resume"), version="v2"))
+    assert action(again)["name"] == "test.count"  # asked again, not answered with the stale approval
+    again = only_interrupt(await agent.ainvoke(None, config("none-resume"), version="v2"))
+    assert action(again)["name"] == "test.count"
+
+    out = await resume(agent, "none-resume", reject("no decision was given before"))
+    (message,) = tool_messages(out.value)
+    assert "PermissionError" in text_of(message)
+    assert await server_count(idle_executor) == before + 1  # count() never ran for the agent

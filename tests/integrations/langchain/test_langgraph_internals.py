@@ -1,7 +1,7 @@
 """The one place ipybox reads LangGraph internals (``_graph.py``) still matches the installed LangGraph.
 
-``interrupts_available`` and ``_answered_before`` read two private config keys and the scratchpad's
-``resume`` / ``get_null_resume``. If a LangGraph release renames them, this test fails naming what
+``interrupts_available``, ``_answered_before`` and ``withhold_consumed_answer`` read private config
+keys, the scratchpad's ``resume`` / ``get_null_resume`` and the names ``get_null_resume`` closes over. If a LangGraph release renames them, this test fails naming what
 changed; pyproject.toml pins the LangGraph range these tests ran against.
 """
 
@@ -29,6 +29,8 @@ def _probe(state: State) -> State:
             "resume": isinstance(getattr(scratchpad, "resume", None), list),
             "get_null_resume": callable(getattr(scratchpad, "get_null_resume", None)),
             "checkpointer": configurable.get(_graph._CHECKPOINTER_KEY) is not None,
+            "task_id": isinstance(configurable.get(_graph._TASK_ID_KEY), str),
+            "closure": sorted(_graph._closure_of(getattr(scratchpad, "get_null_resume", None))),
             "interrupts_available": _graph.interrupts_available(),
             "answered_before": _graph._answered_before(),
         }
@@ -50,6 +52,8 @@ async def test_the_private_config_keys_ipybox_reads_are_still_there() -> None:
         "resume": True,
         "get_null_resume": True,
         "checkpointer": True,
+        "task_id": True,
+        "closure": ["null_resume_write", "parent_scratchpad", "pending_writes"],
         "interrupts_available": True,
         "answered_before": False,
     }, "LangGraph changed the internals read in ipybox_integrations/langchain/_graph.py"
@@ -59,3 +63,9 @@ async def test_without_a_checkpointer_interrupts_are_not_available() -> None:
     out = await _graph_with(None).ainvoke({"seen": {}})
     assert out["seen"]["scratchpad"] and not out["seen"]["interrupts_available"]
     assert not _graph.interrupts_available()  # outside any graph
+
+
+def test_the_resume_channel_name_is_langgraphs() -> None:
+    from langgraph._internal._constants import CONFIG_KEY_TASK_ID, RESUME
+
+    assert (_graph._RESUME_CHANNEL, _graph._TASK_ID_KEY) == (RESUME, CONFIG_KEY_TASK_ID)
