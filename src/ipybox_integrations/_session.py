@@ -1,14 +1,18 @@
-"""What every framework adapter shares: the prompt section, starting an execution, result rendering.
+"""What every framework adapter shares: sessions per conversation, the prompt section, results.
 
 A framework adapter runs ``execute_code`` as an :class:`~ipybox_core.executor.Execution` and walks
 its events (``execution.next_stop()``). When an MCP call needs a decision the framework must take
 *outside* the tool call, the execution is parked in :class:`ipybox_core.suspended.SuspendedExecutions`
-under the framework's own call id, and picked up again when the framework resumes with the decision.
+under (conversation, the framework's call id), and picked up again when the framework resumes with a
+decision for that call. The conversation decides the kernel too: an adapter is given either one
+:class:`CodeExecutor` (every conversation shares its kernel) or a :class:`SessionSource` such as
+``ipybox_core.Sessions`` (one kernel per conversation key).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
@@ -45,14 +49,102 @@ BUSY_MESSAGE = (
     "Wait for its result before calling execute_code again; do not call it in parallel."
 )
 
+ABANDONED_MESSAGE = (
+    "Note: the earlier execute_code call was abandoned without a decision; its pending tool call did not "
+    "run and the rest of that code was stopped. Kernel state from before that call is kept."
+)
+"""What the model is told when the conversation moved on while an execute_code call waited."""
 
-def prompt_section(executor: CodeExecutor, *, max_chars: int | None = None) -> str:
-    """Kernel guidance plus ``executor.api_reference()``: what an agent's instructions need.
+
+DEFAULT_SESSION_KEY = "default"
+"""The conversation key used when the framework names no conversation."""
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One conversation's kernel, as a :class:`SessionSource` hands it out."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def executor(self) -> CodeExecutor: ...
+
+    def take_restart_notice(self) -> str | None:
+        """A sentence for the model when this conversation's kernel was restarted (once), else None."""
+        ...
+
+
+@runtime_checkable
+class SessionSource(Protocol):
+    """Hands out one session (kernel) per conversation key: ``ipybox_core.Sessions`` is one."""
+
+    async def session(self, key: str) -> Session: ...
+
+    def api_reference(self, *, max_chars: int | None = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class _SharedSession:
+    key: str
+    executor: CodeExecutor
+
+    def take_restart_notice(self) -> str | None:
+        return None
+
+
+class Conversations:
+    """What an adapter was given, as sessions by conversation key.
+
+    A :class:`CodeExecutor` is one session shared by every conversation (parked executions are still
+    keyed by conversation); a :class:`SessionSource` gives each conversation key its own.
+    """
+
+    def __init__(self, source: CodeExecutor | SessionSource) -> None:
+        if isinstance(source, CodeExecutor):
+            self.executor: CodeExecutor | None = source
+            self.source: SessionSource | None = None
+        elif isinstance(source, SessionSource):
+            self.executor = None
+            self.source = source
+        else:
+            raise TypeError(f"expected a CodeExecutor or a Sessions object, got {type(source).__name__}")
+
+    async def session(self, key: str | None) -> Session:
+        key = key or DEFAULT_SESSION_KEY
+        if self.source is not None:
+            return await self.source.session(key)
+        assert self.executor is not None
+        return _SharedSession(key, self.executor)
+
+    def prompt_section(self, *, max_chars: int | None = None) -> str:
+        return prompt_section(
+            self.executor if self.executor is not None else self.source, max_chars=max_chars
+        )
+
+
+def parked_key(conversation: str, call_id: str) -> str:
+    """The key of a parked execution: the conversation and the framework's call id."""
+    return f"{conversation}\x00{call_id}"
+
+
+def prompt_section(source: CodeExecutor | SessionSource | None, *, max_chars: int | None = None) -> str:
+    """Kernel guidance plus ``source.api_reference()``: what an agent's instructions need.
 
     Computed on every call, so servers registered later appear in the next prompt.
     """
-    reference = executor.api_reference(max_chars=max_chars) if executor.servers else NO_TOOLS_NOTE
+    if isinstance(source, CodeExecutor):
+        reference = source.api_reference(max_chars=max_chars) if source.servers else NO_TOOLS_NOTE
+    elif source is not None:
+        reference = source.api_reference(max_chars=max_chars) or NO_TOOLS_NOTE
+    else:
+        reference = NO_TOOLS_NOTE
     return f"{KERNEL_GUIDE}\n## Python API of the MCP tools\n\n{reference}"
+
+
+def with_notes(notes: list[str], text: str) -> str:
+    """``text`` preceded by the notes the model must read first (restart, abandoned call)."""
+    return "\n\n".join([*notes, text]) if notes else text
 
 
 def approval_description(request: ApprovalRequest) -> str:

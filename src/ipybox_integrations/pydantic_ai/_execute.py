@@ -1,35 +1,49 @@
 """What ``execute_code`` does: run code, put every held call through PydanticAI's approvals, suspend.
 
-One ``execute_code`` call runs one :class:`~ipybox_core.executor.Execution`. Each approval request
-of the code is dispatched as a nested tool call (see :mod:`._nested`): a handler capability decides
-it inline, any number of times per execution. When nothing decides it, the execution is parked under
-the ``execute_code`` call id and the tool raises ``ApprovalRequired``: the run ends with
-``DeferredToolRequests`` while the kernel waits, and the next run's ``DeferredToolResults`` resumes
-the same execution — once per held call.
+One ``execute_code`` call runs one :class:`~ipybox_core.executor.Execution` in the kernel of its
+conversation. Each approval request of the code is dispatched as a nested tool call (see
+:mod:`._nested`): a handler capability decides it inline, any number of times per execution. When
+nothing decides it, the execution is parked under (conversation, ``execute_code`` call id) and the
+tool raises ``ApprovalRequired``: the run ends with ``DeferredToolRequests`` while the kernel waits,
+and the next run's ``DeferredToolResults`` resumes the same execution — once per held call, and only
+with an answer naming that call's ``approval_id``. A run of the conversation that no longer carries
+the call (``repair_messages()``, a new history) cancels it at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import ApprovalRequired, BinaryContent, ModelRetry, RunContext, ToolCallPart, ToolReturn
 from pydantic_ai.exceptions import ToolFailed, ToolRetryError, UserError
-from pydantic_ai.messages import CapabilityEvent, ModelRequestPart, ToolReturnPart
+from pydantic_ai.messages import (
+    CapabilityEvent,
+    ModelMessage,
+    ModelRequestPart,
+    ModelResponse,
+    ToolReturnPart,
+)
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult, OutputChunk
 from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import (
+    ABANDONED_MESSAGE,
     BUSY_MESSAGE,
+    Conversations,
     approval_description,
     describe_failure,
+    parked_key,
     render_result,
     start_execution,
+    with_notes,
 )
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai.approvals import (
@@ -47,6 +61,29 @@ STALE_APPROVAL_MESSAGE = (
     "code again if it is still needed."
 )
 DENIED_REASON = "the user denied this execute_code call"
+ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
+FAILED_RUN_REASON = "the agent run that asked for this approval failed"
+DEFAULT_ABANDON_AFTER = 900.0
+"""Backstop: an execution still parked after 15 minutes is cancelled (moving on cancels at once)."""
+
+ConversationKey = Callable[[RunContext[Any]], "str | None"]
+"""Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.deps.user_id``."""
+
+
+def default_conversation_key(ctx: RunContext[Any]) -> str | None:
+    """PydanticAI's own conversation id (``Agent.run(conversation_id=...)``, else the history's)."""
+    return ctx.conversation_id
+
+
+@dataclass(frozen=True)
+class CallRef:
+    """Which conversation and ``execute_code`` call a parked execution belongs to."""
+
+    conversation: str
+    call_id: str
+    run_id: str | None
+
+
 IGNORED_ANSWER_NOTE = (
     "an answer was ignored: a deferred approval must carry this request's approval_id in "
     "DeferredToolResults.metadata (build it with ipybox_integrations.pydantic_ai.approval_results)"
@@ -55,44 +92,72 @@ _REJECTING_ERRORS = (ToolFailed, ModelRetry, ToolRetryError)
 
 
 class CodeRunner:
-    """Runs ``execute_code`` calls on one executor and keeps the executions parked for approval."""
+    """Runs ``execute_code`` calls in each conversation's kernel and keeps executions parked for approval."""
 
-    def __init__(self, executor: CodeExecutor, *, timeout: float | None, abandon_after: float | None) -> None:
-        self.executor = executor
+    def __init__(
+        self,
+        conversations: Conversations,
+        *,
+        key: ConversationKey | None,
+        timeout: float | None,
+        abandon_after: float | None,
+    ) -> None:
+        self.conversations = conversations
+        self.key = key or default_conversation_key
         self.timeout = timeout
-        self.suspended: SuspendedExecutions = SuspendedExecutions(abandon_after=abandon_after)
+        self.suspended: SuspendedExecutions[CallRef] = SuspendedExecutions(abandon_after=abandon_after)
+        self._notes: dict[str, list[str]] = {}
+
+    def conversation_of(self, ctx: RunContext[Any]) -> str:
+        return self.key(ctx) or "default"
+
+    def pending_notes(self, ctx: RunContext[Any]) -> list[str]:
+        """Notes the model has not seen yet in this conversation (an abandoned call)."""
+        return list(self._notes.get(self.conversation_of(ctx), ()))
 
     # --- the tool ---------------------------------------------------------------------------
 
     async def execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
-        key = ctx.tool_call_id or "execute_code"
+        conversation = self.conversation_of(ctx)
+        call_id = ctx.tool_call_id or "execute_code"
+        key = parked_key(conversation, call_id)
+        session = await self.conversations.session(conversation)
+        notes = self._notes.pop(conversation, [])
+        restart = session.take_restart_notice()
+        if restart:
+            notes.insert(0, restart)
         parked = self.suspended.take(key)  # even if it finished meanwhile (an approval timed out)
         if parked is None:
             if ctx.tool_call_approved:
-                return STALE_APPROVAL_MESSAGE
-            execution = start_execution(self.executor, code, self.timeout)
+                return with_notes(notes, STALE_APPROVAL_MESSAGE)
+            execution = start_execution(session.executor, code, self.timeout)
             if execution is None:
-                return BUSY_MESSAGE
+                return with_notes(notes, BUSY_MESSAGE)
         else:
             execution = parked.execution
+        ref = CallRef(conversation, call_id, ctx.run_id)
         try:
             if parked is not None and parked.request is not None and parked.request.pending:
-                await self._answer_deferred(ctx, execution, parked.request)
-            return await self._drive(ctx, execution)
+                await self._answer_deferred(ctx, ref, session.executor, execution, parked.request)
+            return _noted(notes, await self._drive(ctx, ref, session.executor, execution))
         except ApprovalRequired:
+            if notes:
+                self._notes.setdefault(conversation, [])[:0] = notes
             raise
         except BaseException:
             if not execution.done:
                 await asyncio.shield(execution.cancel("execute_code failed"))
             raise
 
-    async def _drive(self, ctx: RunContext[Any], execution: Execution) -> ToolReturn | str:
+    async def _drive(
+        self, ctx: RunContext[Any], ref: CallRef, executor: CodeExecutor, execution: Execution
+    ) -> ToolReturn | str:
         try:
             async for event in execution:
                 if isinstance(event, OutputChunk):
                     await _emit(ctx, CodeOutput(text=event.text, stream=event.stream))
                 elif isinstance(event, ApprovalRequest):
-                    await self._decide(ctx, execution, event)
+                    await self._decide(ctx, ref, executor, execution, event)
                 elif isinstance(event, ExecutionResult):
                     return tool_return(event)
         except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
@@ -101,18 +166,24 @@ class CodeRunner:
 
     # --- approvals --------------------------------------------------------------------------
 
-    async def _decide(self, ctx: RunContext[Any], execution: Execution, request: ApprovalRequest) -> None:
+    async def _decide(
+        self,
+        ctx: RunContext[Any],
+        ref: CallRef,
+        executor: CodeExecutor,
+        execution: Execution,
+        request: ApprovalRequest,
+    ) -> None:
         """Decide ``request`` inline through the run's handlers, or park the execution and defer."""
-        key = ctx.tool_call_id or "execute_code"
-        call = held_call(key, request)
-        metadata = request_metadata(request, execute_code_call_id=key, tool_call_id=call.tool_call_id)
+        call = held_call(ref.call_id, request)
+        metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
         await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
         try:
             denied = await dispatch_held_call(
-                ctx, request, call, metadata, description=self._describe(request)
+                ctx, request, call, metadata, description=self._describe(executor, request)
             )
         except ApprovalRequired:
-            self.suspended.park(key, execution, request, None)  # interrupted once abandoned
+            self._park(ref, execution, request)
             raise ApprovalRequired(metadata=metadata) from None
         except _REJECTING_ERRORS as error:
             denied_reason: str | None = _error_message(error)
@@ -121,20 +192,24 @@ class CodeRunner:
         await self._finish(ctx, request, denied_reason)
 
     async def _answer_deferred(
-        self, ctx: RunContext[Any], execution: Execution, request: ApprovalRequest
+        self,
+        ctx: RunContext[Any],
+        ref: CallRef,
+        executor: CodeExecutor,
+        execution: Execution,
+        request: ApprovalRequest,
     ) -> None:
         """Apply the ``DeferredToolResults`` answer to the parked ``request``, or ask again."""
-        key = ctx.tool_call_id or "execute_code"
-        call = held_call(key, request)
-        metadata = request_metadata(request, execute_code_call_id=key, tool_call_id=call.tool_call_id)
+        call = held_call(ref.call_id, request)
+        metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
         answer = ctx.tool_call_metadata if ctx.tool_call_approved else None
         valid = isinstance(answer, dict) and answer.get("approval_id") == request.id
         decision = answer.get("decision", "approve") if isinstance(answer, dict) else None
         if not valid or decision not in ("approve", "reject"):
             if ctx.tool_call_approved:
-                logger.warning("ipybox: %s (execute_code call %s)", IGNORED_ANSWER_NOTE, key)
+                logger.warning("ipybox: %s (execute_code call %s)", IGNORED_ANSWER_NOTE, ref.call_id)
                 metadata = {**metadata, "note": IGNORED_ANSWER_NOTE}
-            self.suspended.park(key, execution, request, None)  # interrupted once abandoned
+            self._park(ref, execution, request)
             raise ApprovalRequired(metadata=metadata)
         assert isinstance(answer, dict)
         if decision == "reject":
@@ -145,7 +220,7 @@ class CodeRunner:
             call = ToolCallPart(call.tool_name, dict(arguments), tool_call_id=call.tool_call_id)
         try:
             denied = await dispatch_held_call(
-                ctx, request, call, metadata, description=self._describe(request), approved=True
+                ctx, request, call, metadata, description=self._describe(executor, request), approved=True
             )
         except _REJECTING_ERRORS as error:
             await self._finish(ctx, request, _error_message(error))
@@ -165,8 +240,8 @@ class CodeRunner:
             ctx, ApprovalDecided(approval_id=request.id, name=request.name, approved=approved, reason=reason)
         )
 
-    def _describe(self, request: ApprovalRequest) -> str:
-        registered = self.executor.servers.get(request.server)
+    def _describe(self, executor: CodeExecutor, request: ApprovalRequest) -> str:
+        registered = executor.servers.get(request.server)
         if registered is not None:
             with contextlib.suppress(KeyError):
                 return registered.package.tool(request.tool).description or approval_description(request)
@@ -174,19 +249,71 @@ class CodeRunner:
 
     # --- parking ----------------------------------------------------------------------------
 
-    async def cancel_denied(self, parts: Iterable[ModelRequestPart]) -> None:
+    def _park(self, ref: CallRef, execution: Execution, request: ApprovalRequest) -> None:
+        self.suspended.park(parked_key(ref.conversation, ref.call_id), execution, request, ref)
+
+    async def cancel_denied(self, ctx: RunContext[Any], parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt parked executions whose ``execute_code`` call was answered with ``ToolDenied``."""
         if not len(self.suspended):
             return
+        conversation = self.conversation_of(ctx)
         for part in parts:
-            if (
-                isinstance(part, ToolReturnPart)
-                and part.outcome == "denied"
-                and part.tool_call_id in self.suspended
-            ):
-                parked = self.suspended.take(part.tool_call_id)
+            if isinstance(part, ToolReturnPart) and part.outcome == "denied":
+                parked = self.suspended.take(parked_key(conversation, part.tool_call_id))
                 if parked is not None:
                     await parked.execution.cancel(DENIED_REASON)
+
+    async def cancel_abandoned(self, ctx: RunContext[Any]) -> int:
+        """At the start of a run: cancel this conversation's parked calls its history no longer carries.
+
+        A call is still carried while it is an unanswered tool call of the history's last response
+        (the run may bring its decision); ``repair_messages()``, a new history or none closes it.
+        """
+        conversation = self.conversation_of(ctx)
+        open_calls = open_tool_calls(ctx.messages)
+        cancelled = await self.suspended.cancel_all(
+            ABANDONED_REASON,
+            where=lambda p: p.context.conversation == conversation and p.context.call_id not in open_calls,
+        )
+        if cancelled:
+            self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
+        return cancelled
+
+    async def cancel_run(self, ctx: RunContext[Any]) -> int:
+        """After a failed run: cancel what it parked (no one can answer a run that raised)."""
+        return await self.suspended.cancel_all(
+            FAILED_RUN_REASON, where=lambda p: ctx.run_id is not None and p.context.run_id == ctx.run_id
+        )
+
+
+def open_tool_calls(messages: list[ModelMessage]) -> set[str]:
+    """Ids of the tool calls of the history's last response that have no result yet."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), None)
+    if last is None:
+        return set()
+    response = messages[last]
+    assert isinstance(response, ModelResponse)
+    calls = {call.tool_call_id for call in response.tool_calls}
+    answered = {
+        part.tool_call_id
+        for message in messages[last + 1 :]
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    }
+    return calls - answered
+
+
+def _noted(notes: list[str], result: ToolReturn | str) -> ToolReturn | str:
+    if not notes:
+        return result
+    if isinstance(result, str):
+        return with_notes(notes, result)
+    value = result.return_value
+    if isinstance(value, str):
+        value = with_notes(notes, value)
+    elif isinstance(value, list) and value and isinstance(value[0], str):
+        value = [with_notes(notes, value[0]), *value[1:]]
+    return dataclasses.replace(result, return_value=value)
 
 
 def held_call(execute_code_call_id: str, request: ApprovalRequest) -> ToolCallPart:

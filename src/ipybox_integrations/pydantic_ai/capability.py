@@ -17,16 +17,21 @@ from pydantic_ai.toolsets import FunctionToolset
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
-from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, prompt_section
-from ipybox_integrations.pydantic_ai._execute import CodeRunner
+from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, SessionSource
+from ipybox_integrations.pydantic_ai._execute import DEFAULT_ABANDON_AFTER, CodeRunner, ConversationKey
 
 TOOL_NAME = "execute_code"
 
 
 class CodeAction(AbstractCapability[AgentDepsT]):
-    """Gives an agent the ``execute_code`` tool, backed by a :class:`CodeExecutor`.
+    """Gives an agent the ``execute_code`` tool, backed by a :class:`CodeExecutor` or by ``Sessions``.
 
-    ``CodeAction(executor)`` uses an executor you start and close; ``CodeAction(mcp_servers=...,
+    ``CodeAction(executor)`` uses an executor you start and close (one kernel for every
+    conversation); ``CodeAction(sessions)`` (an ``ipybox_core.Sessions``) gives each conversation its
+    own kernel. The conversation is ``key(ctx)``, by default PydanticAI's ``ctx.conversation_id``: the
+    ``conversation_id=`` passed to ``agent.run``, else the one recorded on ``message_history``, else a
+    fresh one per run. Pass e.g. ``key=lambda ctx: ctx.deps.user_id`` to choose it yourself.
+    ``CodeAction(mcp_servers=...,
     workspace=..., sandbox=...)`` creates one (keyword arguments go to :class:`CodeExecutor`), started
     on the first run and closed by ``aclose()`` / ``async with code_action:``.
 
@@ -36,20 +41,26 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     ``RequestInput``, ...) when the agent has one, otherwise deferred — the run ends with
     ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`).
 
+    A parked execution runs on only with an answer naming its ``approval_id``. When a run of the same
+    conversation no longer carries the waiting call (``repair_messages()`` closed it, a new history,
+    or none), or the run that parked it fails (e.g. ``DeferredToolRequests`` is not an output type),
+    the execution is cancelled at once: the MCP call never runs and the model is told so.
+
     ``timeout`` bounds each execution (default: the executor's; waiting for a decision does not
-    count). An execution left waiting for ``abandon_after`` seconds, or still waiting at
-    :meth:`cancel_suspended` or :meth:`aclose`, is interrupted.
+    count). ``abandon_after`` is only a backstop (default 15 minutes) for a conversation that never
+    comes back; :meth:`cancel_suspended` and :meth:`aclose` interrupt what still waits.
     """
 
     def __init__(
         self,
-        executor: CodeExecutor | None = None,
+        executor: CodeExecutor | SessionSource | None = None,
         *,
+        key: ConversationKey | None = None,
         mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
         workspace: str | os.PathLike[str] | None = None,
         sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = None,
         timeout: float | None = None,
-        abandon_after: float | None = 3600.0,
+        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
         reference_max_chars: int | None = None,
         id: str | None = None,
         **executor_options: Any,
@@ -73,9 +84,11 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         self.id = id
         self.description = None
         self.defer_loading = False
-        self.executor = executor
+        self.conversations = Conversations(executor)
+        self.executor: CodeExecutor | None = self.conversations.executor
+        """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.reference_max_chars = reference_max_chars
-        self._runner = CodeRunner(executor, timeout=timeout, abandon_after=abandon_after)
+        self._runner = CodeRunner(self.conversations, key=key, timeout=timeout, abandon_after=abandon_after)
         self._start_lock = asyncio.Lock()
         self._started = not self._owns_executor
         self._toolset = FunctionToolset[Any](
@@ -97,13 +110,14 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         """Start the executor this capability created (no-op for an executor passed in)."""
         async with self._start_lock:
             if not self._started:
+                assert self.executor is not None
                 await self.executor.start()
                 self._started = True
 
     async def aclose(self) -> None:
         """Interrupt suspended executions; close the executor if this capability created it."""
         await self.cancel_suspended()
-        if self._owns_executor:
+        if self._owns_executor and self.executor is not None:
             await self.executor.close()
 
     async def __aenter__(self) -> CodeAction[AgentDepsT]:
@@ -133,6 +147,8 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         return id(self)
 
     def __repr__(self) -> str:
+        if self.executor is None:
+            return f"CodeAction({self.conversations.source!r})"
         return (
             f"CodeAction(workspace={str(self.executor.workspace)!r}, servers={sorted(self.executor.servers)})"
         )
@@ -151,6 +167,11 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     async def before_run(self, ctx: RunContext[AgentDepsT]) -> None:
         await self.start()
+        await self._runner.cancel_abandoned(ctx)
+
+    async def on_run_error(self, ctx: RunContext[AgentDepsT], *, error: BaseException) -> Any:
+        await self._runner.cancel_run(ctx)
+        raise error
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.
@@ -159,13 +180,15 @@ class CodeAction(AbstractCapability[AgentDepsT]):
             parts = [*(request.parts if isinstance(request, ModelRequest) else ())]
             if ctx.messages and isinstance(ctx.messages[-1], ModelRequest):
                 parts.extend(ctx.messages[-1].parts)
-            await self._runner.cancel_denied(parts)
+            await self._runner.cancel_denied(ctx, parts)
         return result
 
     # --- the tool ---------------------------------------------------------------------------
 
     def _instructions(self, ctx: RunContext[Any]) -> str:
-        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+        section = self.conversations.prompt_section(max_chars=self.reference_max_chars)
+        notes = self._runner.pending_notes(ctx)
+        return "\n\n".join([section, *notes])
 
     async def _execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
         """Run Python code in the stateful kernel.
