@@ -329,50 +329,75 @@ async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest, unmarke
     return _line(message)
 
 
-async def _until_disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+WATCH_AFTER = 0.01
+"""Seconds a call runs before the tool server starts watching for the kernel to hang up (most
+calls are answered sooner, and cost no watcher task)."""
 
 
 async def _answer(
     work: Callable[[], Awaitable[bytes]], receive: Receive, send: Send, heartbeat: float
 ) -> None:
-    """Answer with ``work``'s line: in one piece if it is done within ``heartbeat`` seconds, else
-    as a chunked stream of heartbeat lines (one per ``heartbeat``) ending with it.
+    """Answer with ``work``'s line: in one piece (``Content-Length``) if it is done within
+    ``heartbeat`` seconds, else as a chunked stream of heartbeat lines (one per ``heartbeat``)
+    ending with it.
 
-    The heartbeats let the kernel tell a slow decision from a lost host. When the kernel drops the
-    connection (its code was interrupted), ``work`` is cancelled: the approval request is
-    abandoned and the MCP call cancelled.
+    ``work`` runs in this task. A call still running after :data:`WATCH_AFTER` seconds gets a
+    watcher: when the kernel drops the connection (its code was interrupted), ``work`` is
+    cancelled, which abandons the approval request and cancels the MCP call. The heartbeats let
+    the kernel tell a slow decision from a lost host.
     """
+    handler = asyncio.current_task()
+    assert handler is not None
+    loop = asyncio.get_running_loop()
+    working = True  # ``work`` runs: a hang-up cancels it
+    started = False  # the streamed answer's head is out
+    gone = False  # the kernel hung up
+    helpers: list[asyncio.Task[None]] = []
 
-    async def guarded() -> bytes:
+    async def watch() -> None:
+        nonlocal gone
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone = True
+        if working:
+            handler.cancel()
+
+    async def beat() -> None:
+        nonlocal started
+        while True:
+            await asyncio.sleep(heartbeat)
+            if not started:
+                await send({"type": "http.response.start", "status": 200, "headers": [_NDJSON]})
+                started = True
+            await send({"type": "http.response.body", "body": b"\n", "more_body": True})
+
+    def start_helpers() -> None:
+        helpers.append(loop.create_task(watch()))
+        helpers.append(loop.create_task(beat()))
+
+    timer = loop.call_later(min(WATCH_AFTER, heartbeat), start_helpers)
+    try:
         try:
-            return await work()
+            line = await work()
+        except asyncio.CancelledError:
+            if gone:  # our own cancellation: nobody is left to answer
+                handler.uncancel()
+                return
+            raise
         except Exception as exc:  # a bug must still produce an answer, never a dropped connection
             logger.exception("tool server: unexpected error")
-            return error_line("internal", f"internal tool server error: {type(exc).__name__}: {exc}")
-
-    task = asyncio.ensure_future(guarded())
-    watcher = asyncio.ensure_future(_until_disconnected(receive))
-    streaming = False
-    try:
-        while True:
-            done, _ = await asyncio.wait(
-                (task, watcher), timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
-            )
-            if task in done:
-                if streaming:
-                    await send({"type": "http.response.body", "body": task.result(), "more_body": False})
-                else:
-                    await _send_whole(send, task.result())
-                return
-            if watcher in done:
-                return  # the kernel is gone: nobody to answer
-            if not streaming:
-                await send({"type": "http.response.start", "status": 200, "headers": [_NDJSON]})
-                streaming = True
-            await send({"type": "http.response.body", "body": b"\n", "more_body": True})
+            line = error_line("internal", f"internal tool server error: {type(exc).__name__}: {exc}")
+        finally:
+            working = False
     finally:
-        for pending in (task, watcher):
-            if not pending.done():
-                pending.cancel()
+        timer.cancel()
+        for helper in helpers:
+            helper.cancel()
+        if helpers:  # a heartbeat is never cut in half by the answer
+            await asyncio.wait(helpers)
+    if gone:
+        return
+    if started:
+        await send({"type": "http.response.body", "body": line, "more_body": False})
+    else:
+        await _send_whole(send, line)

@@ -353,3 +353,27 @@ async def test_output_marks_are_left_out_only_while_the_policy_cannot_ask(
     await served.requests[1].accept()
     await task
     assert [c[2] for c in served.backend.calls] == [{"a": a} for a in (0, 1, 2, 1, 7, 8)]
+
+
+async def test_a_hang_up_cancels_the_call_long_before_the_first_heartbeat(tmp_path: Path) -> None:
+    """A call answered at once costs no watcher; one that runs is watched after a few ms, so an
+    interrupted kernel's call is cancelled at once, not at the next heartbeat (5 s here)."""
+    backend = Backend()
+    server = ToolServer(backend, ApprovalGate("never"), heartbeat=5.0)
+    await server.start_unix(tmp_path / "tools.sock")
+    try:
+        body = json.dumps({"server": "demo", "tool": "slow", "arguments": {}}).encode()
+        head = f"POST /call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+        sock = socket.socket(socket.AF_UNIX)
+        await asyncio.to_thread(sock.connect, server.address.removeprefix("unix:"))
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        while not backend.calls:
+            await asyncio.sleep(0.01)
+        sock.close()
+        started = asyncio.get_running_loop().time()
+        while not backend.cancelled and asyncio.get_running_loop().time() - started < 4:
+            await asyncio.sleep(0.01)
+        assert backend.cancelled == 1
+        assert asyncio.get_running_loop().time() - started < 1
+    finally:
+        await server.aclose()
