@@ -172,8 +172,11 @@ class _Connection:
         # The server may hang up before reading the whole request, having answered first (a body
         # over its size limit, too many connections): the answer is read all the same.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self.sock.sendall(head.encode("latin-1") + body)
-        return self._answer()
+            self.sock.sendall(head.encode() + body)
+        try:
+            return self._answer()
+        except ValueError as exc:  # a malformed length or chunk size
+            raise _Lost(f"unreadable answer from the tool server: {exc}") from None
 
     def _line(self) -> bytes:
         line = self.reader.readline(_MAX_LINE + 1)
@@ -329,7 +332,7 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
 def _exchange(path: str, body: bytes) -> tuple[int, bytes]:
     """One request on this thread's connection (a fresh one if a kept-alive one was closed)."""
     token = os.environ.get(_TOKEN_ENV, "")
-    if "\r" in token or "\n" in token:
+    if not token.isascii() or "\r" in token or "\n" in token:
         token = ""  # not a token the server issued: refused as such
     while True:
         reused = False

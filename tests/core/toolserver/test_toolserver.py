@@ -377,3 +377,36 @@ async def test_a_hang_up_cancels_the_call_long_before_the_first_heartbeat(tmp_pa
         assert asyncio.get_running_loop().time() - started < 1
     finally:
         await server.aclose()
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "unreadable answer"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{}", "closed the connection"),
+        (b"SSH-2.0-OpenSSH\r\n", "not an HTTP answer"),
+    ],
+)
+async def test_a_malformed_answer_is_reported_as_an_unavailable_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: bytes, error: str
+) -> None:
+    path = tmp_path / "odd.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        sock = listener.accept()[0]
+        sock.recv(65536)
+        sock.sendall(answer)
+        sock.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("IPYBOX_TOOL_SERVER", f"unix:{path}")
+    runtime._drop_connection()
+    try:
+        with pytest.raises(runtime.ToolServerUnavailable, match=error):
+            await in_thread(lambda: runtime.call_tool("demo", "add", {}))
+    finally:
+        listener.close()
+        runtime._drop_connection()
