@@ -55,7 +55,10 @@ def test_quickstart_in_a_terminal_asks_and_a_rejection_reaches_the_code() -> Non
 
 def test_multi_server_moves_the_data_between_servers_inside_the_kernel() -> None:
     out = run_example("multi_server.py", "--yes").stdout
-    assert "approve ledger.file_report(title='Revenue by category, days 1-30, EUR', lines=[{'label': 'books'" in out
+    assert (
+        "approve ledger.file_report(title='Revenue by category, days 1-30, EUR', lines=[{'label': 'books'"
+        in out
+    )
     assert "? [y/N] y (auto)" in out
     moved = re.search(r"(\d+) sales and 6 products \(([\d,]+) bytes of JSON\) stayed in the kernel", out)
     seen = re.search(r"the model would see ([\d,]+) characters", out)
