@@ -27,10 +27,29 @@ measured in this run, variants interleaved so machine noise hits both alike.
                                        sent while the policy may ask (not under "never")
    ==================================  ======================================================
 
-   Measured 2026-12-01 on the shared 2-CPU machine (300 calls x 5 rounds; direct call_tool 0.6-0.8
-   ms): before this pass ipybox added 0.83 ms per call (kernel → tool server 0.55 ms, of which
-   0.23 ms the output mark; MCP layer 0.05 ms; the rest contention from the iopub mark message);
-   after, 0.3-0.45 ms (see the printed table for this run's figures).
+   Measured 2026-12-01 on the shared 2-CPU machine (other jobs running; 300 calls x 5 rounds, three
+   runs; direct ``call_tool`` 0.66-0.77 ms):
+
+   =========================================  ==============  ===============================
+   part                                       before (ms)     after (ms)
+   =========================================  ==============  ===============================
+   kernel: arguments and result (pydantic)    0.002           0.002
+   kernel → tool server → gate → answer       0.32            0.14-0.19 (uvicorn + h11 alone
+                                                              ~0.10: 0.12 vs 0.02 for a bare
+                                                              asyncio protocol)
+   approval gate alone                        0.004           0.004
+   MCP connection layer                       0.05            0.05-0.12 (noise; cancel scope
+                                                              5 us + result conversion 2 us)
+   output mark, on every call                 0.23            0 under "never" (0.15-0.25
+                                                              only while the policy may ask)
+   ipybox adds in total                       0.83            0.38-0.50 (ratio 1.55-1.65)
+   =========================================  ==============  ===============================
+
+   The total exceeds the parts by ~0.2 ms: the call crosses three processes (kernel, application,
+   MCP server) instead of two, on two cores. What changed: the runtime speaks HTTP/1.1 on the raw
+   socket (was ``http.client`` + email header parsing); the tool server is a plain ASGI app that
+   answers ready calls whole in the request's task (was Starlette's StreamingResponse, chunked,
+   with a task group); output marks are sent only while the policy may ask.
 3. The approval path: the same loop under policy "always", each request accepted by the
    application as it arrives (``stream()``): what a decision costs besides the decision itself.
 4. Cold start: ``CodeExecutor`` start (tool server + kernel, no pool) against a bare
