@@ -12,12 +12,13 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from ipybox_core.executor import CodeExecutor
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
 from ipybox_integrations._session import prompt_section
 from ipybox_integrations.langchain._graph import ABANDONED_REASON
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of
 from ipybox_integrations.langchain._settings import ApprovalCallback
-from ipybox_integrations.langchain.tool import DEFAULT_ABANDON_AFTER, execute_code_tool
+from ipybox_integrations.langchain.tool import execute_code_tool
 
 ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 

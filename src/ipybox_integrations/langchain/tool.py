@@ -8,6 +8,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
 from ipybox_core.executor import CodeExecutor
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION
 from ipybox_integrations.langchain._callback import run_with_callback
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
@@ -16,7 +17,6 @@ from ipybox_integrations.langchain._hitl import DecisionName, Describe, check_de
 from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
 
 TOOL_NAME = "execute_code"
-DEFAULT_ABANDON_AFTER = 3600.0
 
 
 def execute_code_tool(

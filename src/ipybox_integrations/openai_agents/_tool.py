@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import CodeExecutor
-from ipybox_core.suspended import SuspendedExecutions
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, SuspendedExecutions
 from ipybox_integrations._session import (
     EXECUTE_CODE_DESCRIPTION,
     approval_description,
@@ -72,7 +72,8 @@ class CodeActionTool:
       the SDK itself does not stream approvals (they end the run as interruptions).
     - ``timeout``: bounds each execution (default: the executor's; waiting for a decision does not
       count).
-    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled;
+    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled
+      (a backstop, default 15 minutes);
       :meth:`cancel_suspended` (or :meth:`aclose`) cancels waiting executions at once.
 
     The execution waits in this process: resuming works while the kernel is alive, also from a
@@ -89,7 +90,7 @@ class CodeActionTool:
         name: str = "execute_code",
         description: str = EXECUTE_CODE_DESCRIPTION,
         timeout: float | None = None,
-        abandon_after: float | None = 3600.0,
+        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
         on_event: EventHook | None = None,
         image_detail: ImageDetail = "auto",
         reference_max_chars: int | None = None,

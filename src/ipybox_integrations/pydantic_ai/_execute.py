@@ -63,8 +63,6 @@ STALE_APPROVAL_MESSAGE = (
 DENIED_REASON = "the user denied this execute_code call"
 ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
 FAILED_RUN_REASON = "the agent run that asked for this approval failed"
-DEFAULT_ABANDON_AFTER = 900.0
-"""Backstop: an execution still parked after 15 minutes is cancelled (moving on cancels at once)."""
 
 ConversationKey = Callable[[RunContext[Any]], "str | None"]
 """Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.deps.user_id``."""

@@ -17,8 +17,9 @@ from pydantic_ai.toolsets import FunctionToolset
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, SessionSource
-from ipybox_integrations.pydantic_ai._execute import DEFAULT_ABANDON_AFTER, CodeRunner, ConversationKey
+from ipybox_integrations.pydantic_ai._execute import CodeRunner, ConversationKey
 
 TOOL_NAME = "execute_code"
 
