@@ -119,6 +119,8 @@ def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResponse
     the host cannot be reached.
     """
     result = _request("/call", {"server": server, "tool": tool, "arguments": arguments}, server, tool)
+    for notice in result.get("notices") or ():  # e.g. the server was restarted and lost its state
+        sys.stderr.write(f"ipybox: {notice}\n")
     return ToolResponse(structured=result.get("structured"), content=list(result.get("content") or []))
 
 

@@ -305,10 +305,14 @@ async def test_tcp_listener_with_token(served: Served) -> None:
         await tcp.aclose()
 
 
-async def test_a_notice_about_the_call_reaches_the_audit_log(served: Served) -> None:
-    """A server that died between calls was restarted: the audit log records it with the call."""
+async def test_a_notice_about_the_call_reaches_the_code_and_the_audit_log(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that died between calls was restarted: the code's stderr and the audit log say so."""
     await asyncio.to_thread(served.call, "add", {"a": 1, "b": 2})
+    assert capsys.readouterr().err == ""  # control: an ordinary call prints nothing
     await asyncio.to_thread(served.call, "restarted", {})
+    assert capsys.readouterr().err == "ipybox: MCP server 'demo' had stopped and was restarted\n"
     assert served.gate.audit is not None
     notes = served.gate.audit.read_notices()
     assert [note["notice"] for note in notes] == ["MCP server 'demo' had stopped and was restarted"]
