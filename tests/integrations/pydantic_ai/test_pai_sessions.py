@@ -28,5 +28,5 @@ async def test_two_conversations_in_parallel_have_their_own_kernels(tmp_path: Pa
             result = await agent.run("go", conversation_id=name)
             return text_of(returns_of(result)[-1])
 
-        assert await asyncio.gather(conversation("alice"), conversation("bob")) == ["alice", "bob"]
+        assert list(await asyncio.gather(conversation("alice"), conversation("bob"))) == ["alice", "bob"]
         assert sorted(sessions.keys()) == ["alice", "bob"]
