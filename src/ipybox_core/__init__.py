@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ipybox_core.kernel.gateway import GatewayConfig
     from ipybox_core.mcp import McpServerConfig, load_mcp_config
     from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
+    from ipybox_core.sessions import Session, SessionLimitError, Sessions
     from ipybox_core.terminal import approval_question, ask_approval
 
 _EXPORTS = {
@@ -98,6 +99,7 @@ _EXPORTS = {
     "ipybox_core.kernel.gateway": ["GatewayConfig"],
     "ipybox_core.mcp": ["McpServerConfig", "load_mcp_config"],
     "ipybox_core.sandbox": ["ResourceLimits", "SandboxPolicy"],
+    "ipybox_core.sessions": ["Session", "SessionLimitError", "Sessions"],
     "ipybox_core.terminal": ["approval_question", "ask_approval"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -138,6 +140,9 @@ __all__ = [
     "SandboxError",
     "SandboxPolicy",
     "SandboxUnavailable",
+    "Session",
+    "SessionLimitError",
+    "Sessions",
     "ToolError",
     "UnknownToolError",
     "approval_question",

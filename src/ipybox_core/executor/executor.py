@@ -24,6 +24,7 @@ from ipybox_core.codegen import (
     remove_server_package,
 )
 from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
+from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
 from ipybox_core.kernel import Deadline, DisplayData, Kernel, KernelConfig, OutputCollector, StreamText
@@ -97,6 +98,8 @@ class CodeExecutor:
     TCP (``GatewayConfig.tool_server_*``) and approvals, MCP connections and credentials stay here.
     ``sandbox`` cannot be combined with it: the gateway's own isolation applies.
     """
+
+    _shared: SharedTools | None = None  # set by _share_tools (a Sessions' executors)
 
     def __init__(
         self,
@@ -193,7 +196,8 @@ class CodeExecutor:
             if self._private_api:
                 self.api_root = self._runtime_dir / "api" / self._api_package
             self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
-            self._toolserver = ToolServer(self._registry, self._gate)
+            backend = self._registry if self._shared is None else self._shared.backend
+            self._toolserver = ToolServer(backend, self._gate)
             if self.gateway is None:
                 await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
                 self._kernel = await Kernel.start(self._kernel_config())
@@ -201,6 +205,10 @@ class CodeExecutor:
                 self._kernel = await self._start_gateway_kernel(self.gateway)
             for name, config in self._server_configs().items():
                 await self.register_mcp_server(name, config)
+            for registered in self._servers.values() if self._shared is not None else ():
+                self._kernel.install_package(  # shared tools, generated already
+                    f"{self.api_root.name}/{registered.package.module}", registered.package.path
+                )
         except BaseException:
             await self.close()
             raise
@@ -236,6 +244,7 @@ class CodeExecutor:
 
         Registering a name again replaces the server and its API.
         """
+        self._check_own_servers()
         parsed = parse_server_config(name, config, environ=self._mcp_env)
         tools = await self._registry.add(name, parsed)
         package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
@@ -248,6 +257,7 @@ class CodeExecutor:
 
     async def unregister_mcp_server(self, name: str) -> None:
         """Disconnect a server and remove its generated API."""
+        self._check_own_servers()
         registered = self._servers.pop(name, None)
         await self._registry.remove(name)
         if registered is not None:
@@ -337,6 +347,44 @@ class CodeExecutor:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _share_tools(self, shared: SharedTools) -> None:
+        """Use MCP connections and a generated API that someone else (a ``Sessions``) owns: the
+        executor neither connects, generates nor removes them; it closes only ``shared.registry``.
+        Call before :meth:`start`; ``mcp_servers``/``api_dir`` of the executor are then ignored."""
+        if self._state != "new":
+            raise RuntimeError("tools can be shared with an executor only before it starts")
+        self._shared = shared
+        self._registry = shared.registry
+        self._servers = dict(shared.servers)
+        self.api_root = shared.api_root
+        self._private_api = False
+        self._initial_servers = None
+
+    def _attach_server(self, registered: RegisteredServer) -> None:
+        """Make a server whose API was generated into the shared ``api_root`` usable (after start)."""
+        self._servers[registered.name] = registered
+        self._stale_modules.add(registered.package.module)
+        if self._kernel is not None:
+            self._kernel.install_package(
+                f"{self.api_root.name}/{registered.package.module}", registered.package.path
+            )
+
+    def _move_workspace(self, path: Path) -> None:
+        """Rename the workspace directory to ``path``. The running kernel keeps it (its working
+        directory and a sandbox's bind follow the directory, not its name); kernels started later
+        (restarts) start in ``path``."""
+        os.rename(self.workspace, path)
+        self.workspace = path
+        if isinstance(self._kernel, Kernel):
+            self._kernel.relocate(self._kernel_config())
+
+    def _check_own_servers(self) -> None:
+        if self._shared is not None:
+            raise ConfigError(
+                "this executor's MCP servers are shared by its Sessions: register servers in the "
+                "Sessions template (Sessions(mcp_servers=...))"
+            )
+
     def _check_running(self) -> None:
         if self._state == "closed":
             raise ExecutorClosed("the executor is closed")
@@ -348,6 +396,8 @@ class CodeExecutor:
     def _finished(self, execution: Execution) -> None:
         if self._execution is execution:
             self._execution = None
+        if self._shared is not None and self._shared.finished is not None:
+            self._shared.finished()
 
     async def _interrupt(self) -> None:
         if self._kernel is not None:

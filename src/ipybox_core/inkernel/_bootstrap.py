@@ -131,10 +131,15 @@ def bootstrap(*, workspace: str | None, shell_approval: bool, output_limit: int)
     shell.events.register("pre_run_cell", invalidate_import_caches)
 
     if workspace is not None:
+        # The directory itself, should it be renamed while the kernel runs (a warm session's).
+        workspace_fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
 
         def reset_cwd(*_: object) -> None:
-            with contextlib.suppress(OSError):
+            try:
                 os.chdir(workspace)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.fchdir(workspace_fd)
 
         shell.events.register("post_run_cell", reset_cwd)
 

@@ -293,6 +293,15 @@ class Kernel(KernelBase):
                 _discard(incarnation)
             await self._launch()
 
+    def relocate(self, config: KernelConfig) -> None:
+        """Start later kernel processes (restarts, the replacement of a dead one) with ``config``.
+
+        For a workspace renamed under the running kernel, which keeps its working directory (and a
+        sandbox its binds: both follow the directory, not its name).
+        """
+        self.config = config
+        self._cwd = (config.cwd or Path.cwd()).absolute()
+
     async def shutdown(self, *, now: bool = False) -> None:
         """Stop the kernel and every process it started; remove the runtime directory.
 

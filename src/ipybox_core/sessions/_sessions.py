@@ -1,0 +1,548 @@
+"""One executor per conversation, made from a template: warm pool, idle timeout, live limit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ipybox_core.codegen import api_reference, generate_server_package
+from ipybox_core.errors import ConfigError, IpyboxError
+from ipybox_core.executor._shared import SharedTools
+from ipybox_core.executor.executor import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    CodeExecutor,
+    RegisteredServer,
+)
+from ipybox_core.kernel._stale_dirs import mark_owner
+from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.mcp.types import ToolInfo
+from ipybox_core.toolserver import ToolCallOutcome
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
+_REMEMBERED_ENDS = 100_000  # keys whose closed kernel is remembered for the restart notice
+_NOT_TEMPLATE = ("workspace", "api_dir")
+_GONE = "variables and imports from earlier code are gone (files in the workspace remain)"
+
+
+class SessionLimitError(IpyboxError):
+    """``max_sessions`` sessions are live and none is idle enough to be closed for a new one."""
+
+
+class Session:
+    """The executor of one conversation (``key``) and its workspace directory."""
+
+    def __init__(self, key: str, executor: CodeExecutor, notice: str | None) -> None:
+        self.key = key
+        self.executor = executor
+        self._notice = notice
+        self._last_use = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def workspace(self) -> Path:
+        """The session's working directory, ``<root>/<slug of key>``; kept when the session closes."""
+        return self.executor.workspace
+
+    def take_restart_notice(self) -> str | None:
+        """Once, a sentence for the model when this conversation had a kernel that was closed (idle
+        timeout, :meth:`Sessions.close_session`, eviction) and this session is its replacement."""
+        notice, self._notice = self._notice, None
+        return notice
+
+    def __repr__(self) -> str:
+        return f"Session(key={self.key!r}, workspace={str(self.workspace)!r})"
+
+
+class _Router:
+    """The tool server's backend: the session's own connections first, then the shared ones."""
+
+    def __init__(self, own: McpRegistry, shared: McpRegistry) -> None:
+        self._own = own
+        self._shared = shared
+
+    def _registry(self, server: str) -> McpRegistry:
+        return self._own if server in self._own.servers else self._shared
+
+    def tool(self, server: str, tool: str) -> ToolInfo:
+        return self._registry(server).tool(server, tool)
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolCallOutcome:
+        return await self._registry(server).call(server, tool, arguments)
+
+
+class Sessions:
+    """Executors per conversation key, made from one template.
+
+    ``async with Sessions(mcp_servers=..., approval=..., sandbox=True) as sessions:`` then
+    ``session = await sessions.session(thread_id)`` gives the conversation's live
+    :class:`Session` (its :class:`CodeExecutor` and workspace), making one when there is none.
+
+    ``executor_options`` are what :class:`CodeExecutor` takes (``mcp_servers``, ``approval``,
+    ``sandbox``, ``timeout``, ``kernel_env``, ``kernel_gateway``, ...) except ``workspace`` and
+    ``api_dir``: each session works in ``<root>/<slug of key>`` (``root`` default: a private
+    temporary directory removed by :meth:`aclose`; a given root and its workspaces are kept).
+
+    The MCP servers are connected once and their Python API generated once, into a directory
+    every session reads (read-only in a sandbox). A server whose config uses ``${VAR}``
+    placeholders gets a connection per session when ``session_env`` is given: the placeholders
+    are filled from ``session_env(key)`` over ``mcp_env`` (default: the host's environment).
+
+    ``warm`` executors are kept started (kernel, tool server, sandbox) without a key: a new
+    session takes one and another starts in the background. A session with no execution running
+    or waiting for approval for ``idle_timeout`` seconds is closed (kernel stopped, workspace
+    kept); at most ``max_sessions`` are live: a new one closes the longest-idle session, or raises
+    :class:`SessionLimitError` when every live session is in use.
+    """
+
+    def __init__(
+        self,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        warm: int = 2,
+        max_sessions: int = 100,
+        idle_timeout: float | None = 900.0,
+        session_env: Callable[[str], Mapping[str, str]] | None = None,
+        **executor_options: Any,
+    ) -> None:
+        for name in _NOT_TEMPLATE:
+            if name in executor_options:
+                raise ConfigError(
+                    f"Sessions makes each session's {name} itself (under root=); leave {name}= out"
+                )
+        if warm < 0 or max_sessions < 1:
+            raise ConfigError(f"warm must be >= 0 and max_sessions >= 1, got {warm} and {max_sessions}")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ConfigError(f"idle_timeout must be a positive number of seconds or None: {idle_timeout}")
+        self._root_arg = Path(root).absolute() if root is not None else None
+        self._root: Path | None = None
+        self.warm = warm
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._session_env = session_env
+        self._options = dict(executor_options)
+        self._servers_option = self._options.pop("mcp_servers", None)
+        self._mcp_env: Mapping[str, str] | None = self._options.get("mcp_env")
+        timeout = self._options.get("timeout", DEFAULT_TIMEOUT)
+        call_timeout = self._options.get("call_timeout")
+        if call_timeout is None:
+            call_timeout = DEFAULT_CALL_TIMEOUT if timeout is None else min(DEFAULT_CALL_TIMEOUT, timeout / 2)
+        self._connect_timeout: float = self._options.get("connect_timeout", 30.0)
+        self._call_timeout: float = call_timeout
+        self._registry = McpRegistry(
+            connect_timeout=self._connect_timeout, call_timeout=call_timeout, environ=self._mcp_env
+        )
+        self._api_dir: Path | None = None
+        self._api_root: Path | None = None
+        self._servers: dict[str, RegisteredServer] = {}
+        self._per_session: dict[str, Mapping[str, Any] | McpServerConfig] = {}
+        self._generating = asyncio.Lock()
+        self._live: dict[str, Session] = {}
+        self._ended: dict[str, str] = {}  # key -> why its last kernel was closed
+        self._key_locks: dict[str, list[Any]] = {}  # key -> [lock, users]
+        self._session_of: dict[int, Session] = {}  # id(executor) -> its live session
+        self._pending = 0  # sessions being made (they count against max_sessions)
+        self._ready: list[CodeExecutor] = []
+        self._starting: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._warm_error: BaseException | None = None
+        self._state = "new"
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Sessions:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Connect the shared MCP servers, generate their API and fill the warm pool."""
+        if self._state != "new":
+            raise RuntimeError("Sessions can be started once")
+        self._state = "starting"
+        try:
+            if self._root_arg is None:
+                self._root = Path(tempfile.mkdtemp(prefix="ipybox-sessions-")).resolve()
+                mark_owner(self._root)
+            else:
+                self._root = self._root_arg
+                self._root.mkdir(parents=True, exist_ok=True)
+            self._api_dir = Path(tempfile.mkdtemp(prefix="ipybox-api-")).resolve()
+            mark_owner(self._api_dir)
+            # api/ (0755 by the umask, unlike the 0700 temp dir): a sandbox's unprivileged uid reads it
+            self._api_root = self._api_dir / "api" / self._options.get("api_package", "mcptools")
+            self._api_root.mkdir(parents=True)
+            for name, config in self._server_configs().items():
+                if self._session_env is not None and _has_placeholders(config):
+                    parse_server_config(name, config, environ=_EVERYTHING)  # valid apart from values
+                    self._per_session[name] = config
+                    continue
+                tools = await self._registry.add(name, config)
+                await self._generate(name, self._registry.connection(name).config, tools)
+            await asyncio.gather(*(self._start_warm() for _ in range(self.warm)))
+            if self._warm_error is not None and self.warm and not self._ready:
+                raise self._warm_error
+        except BaseException:
+            await self.aclose()
+            raise
+        self._state = "running"
+
+    async def aclose(self) -> None:
+        """Close every session and warm executor, the shared MCP connections, and ``root`` when it
+        is the private default (a given root keeps the workspaces)."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        for task in list(self._starting):
+            task.cancel()
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        live, self._live = list(self._live.values()), {}
+        ready, self._ready = self._ready, []
+        for session in live:
+            if session._timer is not None:
+                session._timer.cancel()
+        await asyncio.gather(
+            *(session.executor.close() for session in live),
+            *(executor.close() for executor in ready),
+            *self._closing,
+            return_exceptions=True,
+        )
+        await self._registry.aclose()
+        if self._api_dir is not None:
+            shutil.rmtree(self._api_dir, ignore_errors=True)
+        if self._root is not None:
+            for executor in ready:
+                shutil.rmtree(executor.workspace, ignore_errors=True)
+            if self._root_arg is None:
+                shutil.rmtree(self._root, ignore_errors=True)
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    @property
+    def live(self) -> int:
+        """How many sessions have a running executor."""
+        return len(self._live)
+
+    def keys(self) -> list[str]:
+        """The keys of the live sessions."""
+        return list(self._live)
+
+    async def session(self, key: str) -> Session:
+        """The live session of ``key``, or a new one (from the warm pool when one is ready).
+
+        Raises:
+            SessionLimitError: ``max_sessions`` are live and each is running or waiting for approval.
+        """
+        self._check_running()
+        session = self._live.get(key)
+        if session is not None:
+            session._last_use = time.monotonic()
+            return session
+        async with self._key_lock(key):
+            session = self._live.get(key)
+            if session is None:
+                session = await self._make(key)
+        session._last_use = time.monotonic()
+        return session
+
+    async def close_session(self, key: str) -> None:
+        """Close the session of ``key`` (its kernel; the workspace stays). Its next session gets a
+        restart notice. Nothing happens for a key without a live session."""
+        async with self._key_lock(key):
+            await self._close(key, "it was closed by the application")
+
+    def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
+        """Compact Python signatures of the tools every session can import (see
+        :meth:`CodeExecutor.api_reference`); a per-session server is listed once a session
+        connected it."""
+        names = servers if servers is not None else sorted(self._servers)
+        packages = [self._servers[name].package for name in names]
+        package = (
+            self._api_root.name
+            if self._api_root is not None
+            else self._options.get("api_package", "mcptools")
+        )
+        return api_reference(packages, max_chars=max_chars, package=package)
+
+    # --- internals --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _key_lock(self, key: str) -> AsyncIterator[None]:
+        """One making or closing at a time per key (a key's lock lives while someone uses it)."""
+        entry = self._key_locks.get(key)
+        if entry is None:
+            entry = self._key_locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._key_locks[key]
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise RuntimeError(
+                "Sessions is closed"
+                if self._state == "closed"
+                else "use `async with Sessions(...)` or start()"
+            )
+
+    async def _make(self, key: str) -> Session:
+        await self._make_room()
+        self._pending += 1
+        executor: CodeExecutor | None = None
+        try:
+            executor = self._ready.pop(0) if self._ready else None
+            self._refill()
+            if executor is None:
+                executor = await self._new_executor()
+            assert self._root is not None
+            target = self._root / _slug(key)
+            await asyncio.to_thread(_adopt_workspace, executor, target)
+            if self._per_session:
+                await self._connect_own(key, executor)
+        except BaseException:
+            self._pending -= 1
+            if executor is not None:
+                await asyncio.shield(executor.close())
+            raise
+        self._pending -= 1
+        if self._state != "running":  # closed meanwhile
+            await executor.close()
+            self._check_running()
+        reason = self._ended.pop(key, None)
+        notice = None
+        if reason is not None:
+            notice = f"the Python kernel of this conversation was restarted ({reason}): {_GONE}"
+        session = Session(key, executor, notice)
+        self._live[key] = session
+        self._session_of[id(executor)] = session
+        self._arm(session, self.idle_timeout)
+        return session
+
+    async def _make_room(self) -> None:
+        """Close the longest-idle session when the limit is reached, or raise SessionLimitError."""
+        if len(self._live) + self._pending < self.max_sessions:
+            return
+        idle = [s for s in self._live.values() if not s.executor.busy and s.key not in self._key_locks]
+        if not idle:
+            raise SessionLimitError(
+                f"all {self.max_sessions} sessions (max_sessions) are running code or waiting for "
+                "approval; raise max_sessions, lower idle_timeout, or close sessions you no longer need"
+            )
+        victim = min(idle, key=lambda s: s._last_use)
+        await self._close(victim.key, "it was closed to make room for other conversations")
+
+    async def _close(self, key: str, reason: str) -> None:
+        session = self._live.pop(key, None)
+        if session is None:
+            return
+        self._session_of.pop(id(session.executor), None)
+        if session._timer is not None:
+            session._timer.cancel()
+        self._remember_end(key, reason)
+        task = asyncio.ensure_future(session.executor.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        await asyncio.shield(task)
+
+    def _remember_end(self, key: str, reason: str) -> None:
+        self._ended.pop(key, None)
+        self._ended[key] = reason
+        while len(self._ended) > _REMEMBERED_ENDS:
+            del self._ended[next(iter(self._ended))]
+
+    # idle timeout: a timer per session, moved forward by use
+
+    def _arm(self, session: Session, delay: float | None) -> None:
+        if delay is None:
+            return
+        loop = asyncio.get_running_loop()
+        session._timer = loop.call_later(max(delay, 0.0), self._idle_check, session)
+
+    def _idle_check(self, session: Session) -> None:
+        session._timer = None
+        if self._live.get(session.key) is not session or self.idle_timeout is None:
+            return
+        if session.executor.busy or session.key in self._key_locks:
+            self._arm(session, self.idle_timeout)  # in use now; its end counts as the last use
+            return
+        remaining = session._last_use + self.idle_timeout - time.monotonic()
+        if remaining > 0:
+            self._arm(session, remaining)
+            return
+        task = asyncio.ensure_future(self._close_idle(session.key))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_idle(self, key: str) -> None:
+        async with self._key_lock(key):
+            session = self._live.get(key)
+            if session is None or session.executor.busy:
+                return
+            assert self.idle_timeout is not None
+            if session._last_use + self.idle_timeout > time.monotonic():
+                self._arm(session, session._last_use + self.idle_timeout - time.monotonic())
+                return
+            await self._close(key, f"after {self.idle_timeout:g} s idle")
+
+    def _used(self, executor_id: int) -> Callable[[], None]:
+        def finished() -> None:
+            session = self._session_of.get(executor_id)
+            if session is not None:
+                session._last_use = time.monotonic()
+
+        return finished
+
+    # the warm pool
+
+    def _refill(self) -> None:
+        if self._state not in ("running", "starting"):
+            return
+        for _ in range(self.warm - len(self._ready) - len(self._starting)):
+            task = asyncio.ensure_future(self._start_warm())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _start_warm(self) -> None:
+        try:
+            executor = await self._new_executor()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # reported by start(); a later acquire starts one itself
+            logger.warning("could not start a warm executor: %s", exc)
+            self._warm_error = exc
+            return
+        if self._state in ("running", "starting"):
+            self._ready.append(executor)
+        else:
+            await executor.close()
+            shutil.rmtree(executor.workspace, ignore_errors=True)
+
+    async def _new_executor(self) -> CodeExecutor:
+        """A started executor with the shared tools, in a fresh directory ``<root>/.warm-*``."""
+        assert self._root is not None
+        assert self._api_root is not None
+        workspace = Path(tempfile.mkdtemp(prefix=".warm-", dir=self._root))
+        executor = CodeExecutor(workspace=workspace, **self._options)
+        own = McpRegistry(connect_timeout=self._connect_timeout, call_timeout=self._call_timeout)
+        executor._share_tools(
+            SharedTools(
+                backend=_Router(own, self._registry),
+                registry=own,
+                servers=self._servers,
+                api_root=self._api_root,
+                finished=self._used(id(executor)),
+            )
+        )
+        try:
+            await executor.start()
+        except BaseException:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise
+        return executor
+
+    # per-session MCP connections
+
+    async def _connect_own(self, key: str, executor: CodeExecutor) -> None:
+        assert self._session_env is not None
+        assert executor._shared is not None
+        base = os.environ if self._mcp_env is None else self._mcp_env
+        environ = {**base, **self._session_env(key)}
+        own = executor._shared.registry
+        for name, config in self._per_session.items():
+            parsed = parse_server_config(name, config, environ=environ)
+            tools = await own.add(name, parsed)
+            registered = self._servers.get(name)
+            if registered is None:
+                registered = await self._generate(name, parsed, tools)
+            executor._attach_server(registered)
+
+    async def _generate(self, name: str, config: McpServerConfig, tools: list[ToolInfo]) -> RegisteredServer:
+        assert self._api_root is not None
+        async with self._generating:
+            registered = self._servers.get(name)
+            if registered is None:
+                package = await asyncio.to_thread(generate_server_package, name, tools, self._api_root)
+                registered = RegisteredServer(name=name, config=config, package=package)
+                self._servers[name] = registered
+            return registered
+
+    def _server_configs(self) -> dict[str, Mapping[str, Any] | McpServerConfig]:
+        servers = self._servers_option
+        if servers is None:
+            return {}
+        if isinstance(servers, (str, os.PathLike)):
+            return _raw_config_file(Path(servers), self._mcp_env)
+        return dict(servers)
+
+
+class _Everything(dict[str, str]):
+    """An environment in which every variable is set (to check a config's shape only)."""
+
+    def get(self, key: str, default: Any = None) -> str:
+        return "x"
+
+
+_EVERYTHING = _Everything()
+
+
+def _has_placeholders(config: Mapping[str, Any] | McpServerConfig) -> bool:
+    raw = config.model_dump() if isinstance(config, McpServerConfig) else config
+    return bool(_PLACEHOLDER.search(json.dumps(raw, default=str)))
+
+
+def _raw_config_file(
+    path: Path, environ: Mapping[str, str] | None
+) -> dict[str, Mapping[str, Any] | McpServerConfig]:
+    """The server configs of an MCP config file with their placeholders unfilled."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        servers = document.get("mcpServers", document.get("servers"))
+        return {
+            name: config
+            for name, config in servers.items()
+            if isinstance(config, dict) and config.get("disabled") is not True
+        }
+    except (OSError, ValueError, AttributeError):
+        return dict(load_mcp_config(path, environ=environ))  # raises the ConfigError that explains it
+
+
+def _slug(key: str) -> str:
+    """A directory name for ``key``: its safe characters, and a hash so that keys never collide."""
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", key)[:48].strip("_") or "session"
+    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _adopt_workspace(executor: CodeExecutor, target: Path) -> None:
+    """Rename the warm executor's directory to ``target``, with the files of an earlier kernel of
+    the same key moved in first (renames only: no copying)."""
+    source = executor.workspace
+    if target.is_dir() and not target.is_symlink():
+        for entry in os.listdir(target):
+            os.rename(target / entry, source / entry)
+        target.rmdir()
+    executor._move_workspace(target)
+
+
+__all__ = ["Session", "SessionLimitError", "Sessions"]
