@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from core.executor.executor_kit import STDIO_SERVER
-from ipybox_core import Sessions
-from ipybox_core.sandbox import SandboxUnavailable, probe_sandbox
+from ipybox_core import SandboxUnavailable, Sessions
+from ipybox_core.sandbox import probe_sandbox
 from prerequisites import require
 
 
