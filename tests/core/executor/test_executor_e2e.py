@@ -366,7 +366,9 @@ async def test_mcp_server_killed_mid_call_gives_a_clean_error_and_reconnects(tmp
         assert result.error is None, result.error
         assert "lost: McpServerError" in result.text
         again = await ex.execute("print(count())")
-        assert again.text.strip() == "1"  # a fresh server process: the counter started over
+        # a fresh server process: the counter started over, and the code is told so on stderr
+        assert again.text.splitlines()[0] == "1"
+        assert "ipybox: MCP server 'test' had stopped" in again.text and "was restarted" in again.text
 
 
 async def test_kernel_killed_while_a_call_waits_for_approval(tmp_path: Path) -> None:
