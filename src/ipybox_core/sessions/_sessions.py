@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -124,6 +125,10 @@ class Sessions:
                 raise ConfigError(
                     f"Sessions makes each session's {name} itself (under root=); leave {name}= out"
                 )
+        try:  # a misspelt option fails here, not in the first kernel's start
+            inspect.signature(CodeExecutor).bind(**executor_options)
+        except TypeError as exc:
+            raise ConfigError(f"Sessions passes these options to CodeExecutor: {exc}") from None
         if warm < 0 or max_sessions < 1:
             raise ConfigError(f"warm must be >= 0 and max_sessions >= 1, got {warm} and {max_sessions}")
         if idle_timeout is not None and not idle_timeout > 0:

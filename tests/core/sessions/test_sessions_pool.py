@@ -202,6 +202,8 @@ async def test_close_session_gives_a_notice_and_aclose_leaves_nothing(tmp_path: 
 async def test_the_template_cannot_name_a_workspace_and_sessions_cannot_register(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="workspace"):
         Sessions(workspace=tmp_path)
+    with pytest.raises(ConfigError, match="aproval"):
+        Sessions(aproval="never")
     async with Sessions(root=tmp_path, warm=0) as sessions:
         session = await sessions.session("k")
         with pytest.raises(ConfigError, match="Sessions template"):
