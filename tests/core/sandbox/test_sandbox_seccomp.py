@@ -260,7 +260,16 @@ def run(name):
 print(json.dumps({name: run(name) for name in sys.argv[1:]}))
 '''
 
-BASE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+
+def _under_tmp() -> list[str]:
+    """Binds that bring back, over the private /tmp, the Python environment and this checkout when
+    they live in /tmp (a CI clone may)."""
+    roots = {Path(sys.prefix).resolve(), Path(__file__).resolve().parents[3]}
+    kept = sorted(root for root in roots if root.is_relative_to("/tmp"))
+    return [arg for root in kept for arg in ("--ro-bind", str(root), str(root))]
+
+
+BASE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *_under_tmp()]
 NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
 USERNS_WITH_CAPS = [*BASE, "--unshare-user", *NAMESPACES, "--cap-add", "ALL"]
 """Every capability of the sandbox's user namespace, so namespaced privilege checks pass."""
