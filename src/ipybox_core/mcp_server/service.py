@@ -52,6 +52,8 @@ class ParkedCall:
     session: str | None
     """The key of the session that started it: only that session can resume it."""
     max_chars: int
+    call: str | None = None
+    """The call id the client chose for this ``execute_code`` (if it gave one)."""
 
 
 @dataclass(eq=False)
