@@ -6,20 +6,16 @@ Each attack has a control showing the plain ``open(path, "a")`` the log used bef
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from blocking_kit import blocks_on_fifo, bounded
 from ipybox_core.approval import ApprovalGate, ApprovalRequest, AuditLog
 from ipybox_core.approval.request import ApprovalDecision
 from ipybox_core.errors import UnsafePathError
-
-BOUND = 20.0
-"""Seconds after which a call that has not returned is taken to block (it would forever)."""
 
 
 def request() -> ApprovalRequest:
@@ -27,24 +23,6 @@ def request() -> ApprovalRequest:
 
 
 DECISION = ApprovalDecision(approved=True, decided_by="user")
-
-
-def bounded(action: Callable[[], object]) -> BaseException | None:
-    """Run ``action`` in a thread; fail if it does not return (it blocked); its exception or None."""
-    outcome: list[BaseException | None] = []
-
-    def target() -> None:
-        try:
-            action()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(BOUND)
-    assert not thread.is_alive(), "the audit log blocked"
-    return outcome[0]
 
 
 def plain_append(path: Path) -> None:
@@ -81,18 +59,7 @@ async def test_a_fifo_at_the_log_never_blocks(tmp_path: Path) -> None:
     assert isinstance(error, UnsafePathError) and "audit.jsonl: it is a FIFO" in str(error)
     assert isinstance(bounded(audit.read), UnsafePathError)
     # control: the plain append-mode open waits for a reader
-    thread = threading.Thread(target=lambda: bounded_quietly(lambda: plain_append(log)), daemon=True)
-    thread.start()
-    thread.join(1.0)
-    blocked = thread.is_alive()
-    os.close(os.open(log, os.O_RDONLY | os.O_NONBLOCK))  # release the writer
-    thread.join(BOUND)
-    assert blocked
-
-
-def bounded_quietly(action: Callable[[], object]) -> None:
-    with contextlib.suppress(OSError):
-        action()
+    assert blocks_on_fifo(log, lambda: plain_append(log))
 
 
 async def test_a_hard_link_at_the_log_is_refused(tmp_path: Path, target: Path) -> None:
