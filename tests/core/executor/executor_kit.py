@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult, OutputChunk
 from servers import PYTHON, SERVE_SCRIPT
@@ -16,6 +19,24 @@ STDIO_SERVER: dict[str, Any] = {
     "args": [str(SERVE_SCRIPT), "stdio"],
     "env": {"PYTHONUNBUFFERED": "1"},
 }
+
+
+@asynccontextmanager
+async def executor_on(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    server: dict[str, Any] = STDIO_SERVER,
+    **options: Any,
+) -> AsyncIterator[CodeExecutor]:
+    """An executor with ``server`` registered as ``test``, on the backend ``request.param`` names:
+    ``"local"`` or ``"gateway"`` (a real Jupyter Kernel Gateway)."""
+    gateway: dict[str, Any] = {}
+    if request.param == "gateway":
+        kernel_gateway = request.getfixturevalue("kernel_gateway")
+        gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
+    async with CodeExecutor(workspace=tmp_path_factory.mktemp("ws"), **options, **gateway) as ex:
+        await ex.register_mcp_server("test", server)
+        yield ex
 
 
 async def accept(request: ApprovalRequest) -> None:

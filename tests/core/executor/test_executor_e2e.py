@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from executor_kit import STDIO_SERVER, run
+from executor_kit import STDIO_SERVER, executor_on, run
 
 from ipybox_core import (
     ApprovalRequest,
@@ -34,14 +34,8 @@ async def executor(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[CodeExecutor]:
     """The same executor cases with a local kernel and with a kernel on a real Jupyter Kernel Gateway."""
-    workspace = tmp_path_factory.mktemp("ws")
-    gateway: dict[str, Any] = {}
-    if request.param == "gateway":
-        kernel_gateway = request.getfixturevalue("kernel_gateway")
-        gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
-    async with CodeExecutor(workspace=workspace, timeout=60, **gateway) as ex:
-        server = {**STDIO_SERVER, "env": {**STDIO_SERVER["env"], "TEST_SECRET": "s3cret-value"}}
-        await ex.register_mcp_server("test", server)
+    server = {**STDIO_SERVER, "env": {**STDIO_SERVER["env"], "TEST_SECRET": "s3cret-value"}}
+    async with executor_on(request, tmp_path_factory, server, timeout=60) as ex:
         yield ex
 
 

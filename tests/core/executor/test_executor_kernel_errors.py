@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
-from executor_kit import STDIO_SERVER
+from executor_kit import executor_on, run
 
-from ipybox_core import CodeExecutor, ExecutionResult
+from ipybox_core import CodeExecutor
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -19,23 +18,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 async def executor(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[CodeExecutor]:
-    gateway: dict[str, Any] = {}
-    if request.param == "gateway":
-        kernel_gateway = request.getfixturevalue("kernel_gateway")
-        gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
-    async with CodeExecutor(workspace=tmp_path_factory.mktemp("ws"), approval="never", **gateway) as ex:
-        await ex.register_mcp_server("test", STDIO_SERVER)
+    async with executor_on(request, tmp_path_factory, approval="never") as ex:
         yield ex
-
-
-async def _run(executor: CodeExecutor, code: str) -> ExecutionResult:
-    result: ExecutionResult | None = None
-    async with executor.stream(code) as execution:
-        async for event in execution:
-            if isinstance(event, ExecutionResult):
-                result = event
-    assert result is not None
-    return result
 
 
 @pytest.mark.parametrize("module", ["ipybox_core.errors", "ipybox_core"])
@@ -48,7 +32,7 @@ async def test_the_documented_import_catches_a_tool_error(executor: CodeExecutor
         "except ToolError as error:\n"
         "    print('caught:', error, '|', error.server, error.tool)\n"
     )
-    result = await _run(executor, code)
+    result = (await run(executor, code)).result
     assert result.error is None, result.error
     assert result.text == "caught: Error executing tool fail: the widget is broken | test fail\n"
 
@@ -61,6 +45,6 @@ async def test_one_class_per_error_in_the_kernel(executor: CodeExecutor) -> None
         "      ipybox_core.ToolError is errors.ToolError, ipybox_core.McpServerError is errors.McpServerError)\n"
         "print(issubclass(errors.ToolError, errors.IpyboxError), issubclass(errors.McpServerError, ConnectionError))\n"
     )
-    result = await _run(executor, code)
+    result = (await run(executor, code)).result
     assert result.error is None, result.error
     assert result.text == "True True True\nTrue True\n"

@@ -7,11 +7,10 @@ loops below print and call at once, many times, so a request that overtakes its 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
-from executor_kit import STDIO_SERVER
+from executor_kit import executor_on
 
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult, OutputChunk
 
@@ -24,12 +23,7 @@ ROUNDS = 40
 async def executor(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[CodeExecutor]:
-    gateway: dict[str, Any] = {}
-    if request.param == "gateway":
-        kernel_gateway = request.getfixturevalue("kernel_gateway")
-        gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
-    async with CodeExecutor(workspace=tmp_path_factory.mktemp("ws"), timeout=120, **gateway) as ex:
-        await ex.register_mcp_server("test", STDIO_SERVER)
+    async with executor_on(request, tmp_path_factory, timeout=120) as ex:
         yield ex
 
 
