@@ -155,6 +155,18 @@ class ThreadedToolServer:
         os.environ.pop("IPYBOX_TOOL_TOKEN", None)
 
 
+def one(generate: Generator, info: ToolInfo) -> Any:
+    """Generate a server with the single tool ``info``; return its function."""
+    imported = generate("srv", [info])
+    return getattr(imported.module, imported.package.tools[0].function)
+
+
+def sent(served: ThreadedToolServer, fn: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call ``fn`` through the real tool server and return the arguments that arrived there."""
+    fn(**kwargs)
+    return served.backend.calls[-1][2]
+
+
 @contextmanager
 def mcp_forwarding(served: ThreadedToolServer, name: str, mcp_server: Any) -> Iterator[None]:
     """Forward calls for server ``name`` to a real in-process MCP server (``mcp.Client``)."""

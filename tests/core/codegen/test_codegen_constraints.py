@@ -8,23 +8,20 @@ import warnings
 from typing import Any
 
 import pytest
-from codegen_kit import Generator, Outcome, ThreadedToolServer, generate_fixture, served_fixture, tool
+from codegen_kit import (
+    Generator,
+    Outcome,
+    ThreadedToolServer,
+    generate_fixture,
+    one,
+    sent,
+    served_fixture,
+    tool,
+)
 from pydantic import ValidationError
-
-from ipybox_core.mcp.types import ToolInfo
 
 served = served_fixture()
 generate = generate_fixture()
-
-
-def one(generate: Generator, info: ToolInfo) -> Any:
-    imported = generate("srv", [info])
-    return getattr(imported.module, imported.package.tools[0].function)
-
-
-def sent(served: ThreadedToolServer, fn: Any, **kwargs: Any) -> dict[str, Any]:
-    fn(**kwargs)
-    return served.backend.calls[-1][2]
 
 
 def page(fn: Any) -> str:

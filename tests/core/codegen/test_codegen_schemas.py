@@ -7,7 +7,16 @@ import warnings
 from typing import Any
 
 import pytest
-from codegen_kit import Generator, Imported, ThreadedToolServer, generate_fixture, served_fixture, tool
+from codegen_kit import (
+    Generator,
+    Imported,
+    ThreadedToolServer,
+    generate_fixture,
+    one,
+    sent,
+    served_fixture,
+    tool,
+)
 from pydantic import BaseModel, ValidationError
 
 from ipybox_core.codegen import CodegenWarning
@@ -15,18 +24,6 @@ from ipybox_core.mcp.types import ToolInfo
 
 served = served_fixture()
 generate = generate_fixture()
-
-
-def one(generate: Generator, info: ToolInfo) -> Any:
-    """Generate a server with the single tool ``info``; return its function."""
-    imported = generate("srv", [info])
-    return getattr(imported.module, imported.package.tools[0].function)
-
-
-def sent(served: ThreadedToolServer, fn: Any, **kwargs: Any) -> dict[str, Any]:
-    """Call ``fn`` through the real tool server and return the arguments that arrived there."""
-    fn(**kwargs)
-    return served.backend.calls[-1][2]
 
 
 def signature(fn: Any) -> str:
