@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from blocking_kit import BOUND, blocks_on_fifo
 from ipybox_core.codegen import generate_server_package, remove_server_package
 from ipybox_core.codegen._writer import MARKER
 from ipybox_core.errors import UnsafePathError
 from ipybox_core.mcp.types import ToolInfo
-
-BOUND = 20.0
-"""Seconds after which a call that has not returned is taken to block (it would forever)."""
 
 GENERATED_INIT = f'"""MCP server \'s\' {MARKER}."""\n'
 
@@ -169,13 +167,7 @@ def test_control_plain_read_of_a_planted_fifo_blocks(workspace: Path, outside: P
     """The old ``is_generated`` read ``mcptools/s/__init__.py`` with ``read_text``: a FIFO blocks it."""
     plant_init_fifo(workspace / "mcptools", outside)
     fifo = workspace / "mcptools" / "s" / "__init__.py"
-    thread = threading.Thread(target=lambda: fifo.read_text(), daemon=True)
-    thread.start()
-    thread.join(1.0)
-    blocked = thread.is_alive()
-    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the reader
-    thread.join(BOUND)
-    assert blocked
+    assert blocks_on_fifo(fifo, fifo.read_text)
 
 
 def test_generation_still_works_below_a_symlinked_workspace_path(tmp_path: Path) -> None:

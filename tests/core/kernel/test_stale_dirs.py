@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from blocking_kit import BOUND, blocks_on_fifo
 from ipybox_core.kernel import _stale_dirs
 from ipybox_core.kernel._stale_dirs import OWNER_FILE, mark_owner, sweep_stale_dirs
 from ipybox_core.mcp.registry import McpRegistry
 from prerequisites import require
-
-BOUND = 20.0
-"""Seconds after which a sweep that has not returned is taken to block (it would forever)."""
 
 
 @pytest.fixture
@@ -101,13 +99,7 @@ def test_control_reading_a_fifo_owner_file_with_read_text_blocks(tmp: Path) -> N
     owner = tmp / "ipybox-fifo" / OWNER_FILE
     owner.parent.mkdir()
     os.mkfifo(owner)
-    thread = threading.Thread(target=owner.read_text, daemon=True)
-    thread.start()
-    thread.join(1.0)
-    blocked = thread.is_alive()
-    os.close(os.open(owner, os.O_WRONLY | os.O_NONBLOCK))  # release the reader
-    thread.join(BOUND)
-    assert blocked
+    assert blocks_on_fifo(owner, owner.read_text)
 
 
 def test_creators_mark_their_directories(tmp: Path) -> None:
