@@ -18,7 +18,6 @@ from ipybox_core.errors import (
     ExecutionTimeout,
     ExecutorBusy,
     KernelDied,
-    KernelError,
     KernelStartError,
 )
 from ipybox_core.kernel import (
@@ -28,7 +27,6 @@ from ipybox_core.kernel import (
     KernelConfig,
     KernelEvent,
     LaunchSpec,
-    OutputTruncated,
     StreamText,
 )
 from ipybox_core.kernel.backend import KernelBackend
@@ -136,19 +134,6 @@ async def test_environment_is_the_configured_one(kernel: GatewayKernel) -> None:
     assert output.text == "given False module://matplotlib_inline.backend_inline\n"
 
 
-async def test_huge_output_is_capped_in_the_kernel(kernel: GatewayKernel) -> None:
-    code = "import sys\nfor i in range(20_000):\n    sys.stdout.write(f'{i:07d}' + 'x' * 992 + '\\n')"
-    streamed = 0
-    truncations: list[OutputTruncated] = []
-    async for event in kernel.execute(code):
-        if isinstance(event, StreamText):
-            streamed += len(event.text)
-        elif isinstance(event, OutputTruncated):
-            truncations.append(event)
-    assert streamed <= 3000
-    assert len(truncations) == 1 and truncations[0].omitted_chars == 20_000_000 - streamed
-
-
 async def test_timeout_interrupts_and_keeps_state(kernel: GatewayKernel) -> None:
     await kernel.run("kept = 'yes'")
     with pytest.raises(ExecutionTimeout) as raised:
@@ -178,15 +163,6 @@ async def test_second_execution_is_refused_and_abandoning_interrupts(kernel: Gat
     assert (await kernel.run("'next'", timeout=30)).text == "'next'\n"
 
 
-async def test_silent_execution_leaves_no_trace(kernel: GatewayKernel) -> None:
-    before = await events_of(kernel, "1")
-    output = await kernel.run("hidden_value = 3\nhidden_value", silent=True)
-    after = await events_of(kernel, "2")
-    assert output.text == "" and output.result is None
-    assert isinstance(before[-1], ExecutionFinished) and isinstance(after[-1], ExecutionFinished)
-    assert after[-1].execution_count == (before[-1].execution_count or 0) + 1
-
-
 async def test_packages_and_environment_are_shipped_and_survive_restarts(kernel: GatewayKernel) -> None:
     kernel.install_package(
         "shipped/pkg", {"__init__.py": "from .mod import VALUE\n", "mod.py": "VALUE = 7\n"}
@@ -209,28 +185,6 @@ async def test_packages_and_environment_are_shipped_and_survive_restarts(kernel:
     kernel.uninstall_package("shipped/pkg")
     output = await kernel.run("import sys\nsys.modules.pop('shipped.pkg', None)\nimport shipped.pkg")
     assert output.error is not None and output.error.ename == "ModuleNotFoundError"
-
-
-async def test_restart_during_an_execution_ends_it_with_an_error(kernel: GatewayKernel) -> None:
-    events = kernel.execute("print('running', flush=True)\nwhile True: pass")
-    assert await anext(events) == StreamText("stdout", "running\n")
-    await kernel.restart()
-    with pytest.raises(KernelError, match="restarted or shut down"):
-        await anext(events)
-    assert (await kernel.run("'after restart'")).text == "'after restart'\n"
-
-
-async def test_code_ignoring_interrupts_gets_the_kernel_restarted(kernel_gateway: LocalGateway) -> None:
-    config = KernelConfig(interrupt_grace=1.0)
-    async with GatewayKernel(kernel_gateway.config(), config) as kernel:
-        await kernel.run("lost = 1")
-        generation = kernel.generation
-        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
-        with pytest.raises(ExecutionTimeout, match="restarted"):
-            await kernel.run(code, timeout=0.5)
-        assert kernel.generation == generation + 1
-        output = await kernel.run("lost")
-        assert output.error is not None and output.error.ename == "NameError"
 
 
 async def test_death_during_execution_and_while_idle(kernel_gateway: LocalGateway) -> None:
