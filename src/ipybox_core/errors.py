@@ -26,6 +26,7 @@ __all__ = [
     "CodegenError",
     "ConfigError",
     "ExecutionCancelled",
+    "ExecutionGone",
     "ExecutionTimeout",
     "ExecutorBusy",
     "ExecutorClosed",
@@ -39,6 +40,7 @@ __all__ = [
     "McpTimeout",
     "SandboxError",
     "SandboxUnavailable",
+    "ServiceError",
     "ToolError",
     "ToolServerUnavailable",
     "ToolTimeoutError",
@@ -159,3 +161,15 @@ class UnsafePathError(IpyboxError, OSError):
 
 class ApprovalError(IpyboxError):
     """An approval request was answered twice, or answered after it expired."""
+
+
+# --- service ------------------------------------------------------------------------------------
+
+
+class ServiceError(IpyboxError):
+    """The ipybox service (``ipybox serve``) could not be reached, refused the token, or failed."""
+
+
+class ExecutionGone(ServiceError):
+    """The execution a decision or resume was meant for no longer exists: it was answered, expired or
+    reset, or the service restarted. Nothing ran twice; run the code again if it is still needed."""

@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from ipybox_core.cli import gen, mcp, run
+from ipybox_core.cli import gen, mcp, run, serve
 from ipybox_core.cli._console import Console
 from ipybox_core.cli._errors import EXIT_USAGE, report
 
@@ -27,6 +27,7 @@ commands:
   ipybox run FILE.py|-                 execute code, approving its MCP calls in the terminal
   ipybox gen NAME -- CMD ARGS...       generate a server's Python API and print its signatures
   ipybox mcp                           serve ipybox to MCP clients (Claude Code, Cursor, ...)
+  ipybox serve                         run ipybox as a service that application processes share
 
 "ipybox COMMAND --help" explains each command."""
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(commands)
     gen.add_parser(commands)
     mcp.add_parser(commands)
+    serve.add_parser(commands)
     return parser
 
 

@@ -42,6 +42,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio"
+    )
+    add_server_options(parser, port=8000, approval_timeout=600.0)
+    parser.set_defaults(handler=run)
+
+
+def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_timeout: float) -> None:
+    """The options ``ipybox mcp`` and ``ipybox serve`` share."""
     add_executor_options(
         parser, workspace_help="the kernel's working directory; the generated API goes to DIR/mcptools"
     )
@@ -53,12 +62,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="write the generated API here instead (its name is the package to import from), e.g. "
         "--api-dir ~/.cache/ipybox/mcptools to keep it out of the project",
     )
-    parser.add_argument(
-        "--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio"
-    )
     parser.add_argument("--host", default="127.0.0.1", help="Streamable HTTP host (default: 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=8000, help="Streamable HTTP port (default: 8000; 0 picks a free port)"
+        "--port", type=int, default=port, help=f"Streamable HTTP port (default: {port}; 0 picks a free port)"
     )
     parser.add_argument(
         "--no-auth",
@@ -96,9 +102,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--approval-timeout",
         type=positive_float,
-        default=600.0,
+        default=approval_timeout,
         metavar="SECONDS",
-        help="reject an MCP call whose approval is not answered in time (default: 600)",
+        help=f"reject an MCP call whose approval is not answered in time (default: {approval_timeout:g})",
     )
     parser.add_argument(
         "--install-timeout",
@@ -114,7 +120,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ARG",
         help="extra option for every pip install, e.g. --pip-arg=--index-url=URL (repeatable)",
     )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -154,6 +159,7 @@ async def _serve(service: IpyboxService, args: argparse.Namespace, console: Cons
         host=args.host,
         port=args.port,
         no_auth=args.no_auth,
+        tls=getattr(args, "tls", None),
         on_listening=listening,
         on_token=console.info,
     )

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
-from ipybox_core.mcp_server._results import execution_result, text_result
-from ipybox_core.mcp_server.approvals import Approver, answer_action, apply_answer
+from ipybox_core.mcp_server._results import error_result, execution_result
+from ipybox_core.mcp_server.approvals import Approver, answer_of, apply_answer
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedCall
+from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution
@@ -26,6 +30,36 @@ GONE_MESSAGE = (
     "Error: the execution waiting for this approval is gone: nobody answered in time, `reset` was "
     "called, or the server restarted. Run the code again."
 )
+_REMEMBERED_DECISIONS = 10_000
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes a ``tools/call``: its session, its call id and its name (from ``_meta``)."""
+
+    session: str | None
+    call: str | None = None
+    client: str | None = None
+
+    @property
+    def decided_by(self) -> str:
+        return f"client:{self.client}" if self.client else "user"
+
+
+class Decisions:
+    """The approvals answered lately (request state → who answered), to tell a late second answer
+    that it lost instead of that the execution is gone."""
+
+    def __init__(self) -> None:
+        self._by_state: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, state: str, decided_by: str) -> None:
+        self._by_state[state] = decided_by
+        while len(self._by_state) > _REMEMBERED_DECISIONS:
+            self._by_state.popitem(last=False)
+
+    def who(self, state: str) -> str | None:
+        return self._by_state.get(state)
 
 
 async def start(
@@ -33,37 +67,68 @@ async def start(
     approver: Approver,
     ctx: Context[Any, Any],
     session: ClientSession,
+    caller: Caller,
     code: str,
     timeout: float | None,
     max_chars: int,
 ) -> CallToolResult | InputRequiredResult:
-    """A fresh call: start ``code`` in ``session``'s kernel and run it to its first stop."""
+    """A fresh call: start ``code`` in ``session``'s kernel and run it to its first stop.
+
+    A call id already parked in this session is not started again: its pending question is
+    returned (the client lost the first answer, e.g. its process restarted).
+    """
+    if caller.call is not None and (parked := _parked_call(service, caller)) is not None:
+        return _ask(approver, parked.key, parked.request)
     executor = session.executor
     assert executor is not None
     try:
         execution = executor.stream(code, timeout=timeout)
     except ExecutorBusy:
-        return text_result(BUSY_MESSAGE, error=True)
-    result = await drive(service, approver, ctx, execution, ParkedCall(session.key, max_chars))
+        return error_result("busy", BUSY_MESSAGE)
+    result = await drive(service, approver, ctx, execution, ParkedCall(session.key, max_chars, caller.call))
     if isinstance(result, CallToolResult) and (notice := session.take_restart_notice()) is not None:
         result.content.insert(0, TextContent(type="text", text=notice))
+        result.meta = {**(result.meta or {}), protocol.NOTICE: notice}
     return result
 
 
+def resume_call(
+    service: IpyboxService, approver: Approver, caller: Caller
+) -> CallToolResult | InputRequiredResult:
+    """The pending question of the call ``caller.call`` parked in ``caller.session``; never runs code."""
+    parked = _parked_call(service, caller) if caller.call is not None else None
+    if parked is None:
+        return error_result("gone", GONE_MESSAGE)
+    return _ask(approver, parked.key, parked.request)
+
+
 async def resume(
-    service: IpyboxService, approver: Approver, ctx: Context[Any, Any], session: str | None, key: str
+    service: IpyboxService,
+    approver: Approver,
+    ctx: Context[Any, Any],
+    caller: Caller,
+    state: str,
+    decisions: Decisions,
 ) -> CallToolResult | InputRequiredResult:
     """The client's retry of an ``InputRequiredResult``: apply the answer and continue the execution.
 
-    Only the session that started the execution can resume it.
+    Only the session that started the execution can resume it, and only one answer counts.
     """
-    parked = service.parked.get(key)
-    if parked is None or parked.context.session != session:
-        return text_result(GONE_MESSAGE, error=True)
-    service.parked.take(key)
+    parked = service.parked.get(state)
+    if parked is None or parked.context.session != caller.session:
+        winner = decisions.who(state) if parked is None else None
+        if winner is not None:
+            return error_result("decided", f"Error: this approval was already answered (by {winner}).")
+        return error_result("gone", GONE_MESSAGE)
+    service.parked.take(state)
+    decisions.remember(state, caller.decided_by)
     responses = ctx.input_responses or {}
+    answer = answer_of(responses.get(parked.key))
     assert parked.request is not None  # parked only at an approval request
-    await apply_answer(parked.request, answer_action(responses.get(parked.key)))
+    if answer.cancel:
+        await parked.execution.cancel(answer.reason or "cancelled by the client")
+    else:
+        await apply_answer(parked.request, answer, decided_by=caller.decided_by)
     return await drive(service, approver, ctx, parked.execution, parked.context)
 
 
@@ -83,23 +148,44 @@ async def drive(
             channel = approver.channel(ctx)
             if channel == "input_required":
                 parked = service.parked.park(secrets.token_urlsafe(16), execution, stop, call)
-                return InputRequiredResult(
-                    input_requests={parked.key: approver.input_request(stop)}, request_state=parked.key
-                )
+                return _ask(approver, parked.key, stop)
             await approver.decide_now(stop, ctx, channel)
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        return text_result(_failure(error), error=True)
+        return _failure(error)
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
         await asyncio.shield(execution.cancel("the MCP request was cancelled"))
         raise
 
 
-def _failure(error: BaseException) -> str:
+def _parked_call(service: IpyboxService, caller: Caller) -> SuspendedExecution[ParkedCall] | None:
+    return next(
+        (
+            parked
+            for parked in service.parked.values()
+            if parked.context.session == caller.session and parked.context.call == caller.call
+        ),
+        None,
+    )
+
+
+def _ask(approver: Approver, state: str, request: ApprovalRequest | None) -> InputRequiredResult:
+    assert request is not None  # parked only at an approval request
+    return InputRequiredResult(
+        input_requests={state: approver.input_request(request)},
+        request_state=state,
+        _meta={protocol.APPROVAL: protocol.approval_data(request)},
+    )
+
+
+def _failure(error: BaseException) -> CallToolResult:
     if isinstance(error, ExecutionTimeout):
-        return f"Error: {error}"
+        return error_result("timeout", f"Error: {error}")
     if isinstance(error, KernelDied):
-        return (
-            f"Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
+        return error_result(
+            "kernel_died",
+            f"Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel.",
         )
-    return "Error: the execution was cancelled (reset, or the server is shutting down)."
+    return error_result(
+        "cancelled", "Error: the execution was cancelled (reset, or the server is shutting down)."
+    )

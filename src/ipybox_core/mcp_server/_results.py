@@ -1,4 +1,4 @@
-"""Tool results of the ipybox MCP server: text plus PNG images, errors flagged."""
+"""Tool results of the ipybox MCP server: text plus PNG images, errors flagged, data in ``_meta``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import base64
 from typing import TYPE_CHECKING
 
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
+
+from ipybox_core import protocol
 
 if TYPE_CHECKING:
     from ipybox_core.executor import ExecutionResult
@@ -16,6 +18,7 @@ def execution_result(result: ExecutionResult, *, max_chars: int) -> CallToolResu
 
     Code that raised is a normal result (``isError`` false): the traceback is what the agent
     reads to fix its code. Only ipybox failures (timeouts, a dead kernel) are error results.
+    ``_meta`` carries the result as data for ipybox's own client (:mod:`.protocol`).
     """
     from ipybox_core.kernel._text import truncate_middle
 
@@ -26,9 +29,24 @@ def execution_result(result: ExecutionResult, *, max_chars: int) -> CallToolResu
         ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png")
         for png in result.images
     )
-    return CallToolResult(content=content)
+    data = protocol.result_data(
+        text=result.text,
+        error=result.error,
+        execution_count=result.execution_count,
+        omitted_chars=result.omitted_chars,
+    )
+    return CallToolResult(content=content, _meta={protocol.RESULT: data})
 
 
 def text_result(text: str, *, error: bool = False) -> CallToolResult:
     """A plain text result; ``error`` marks it as an ipybox failure."""
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+
+
+def error_result(kind: protocol.ErrorKind, message: str) -> CallToolResult:
+    """An ipybox failure: ``message`` for the model, ``kind`` in ``_meta`` for ipybox's client."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=message)],
+        is_error=True,
+        _meta={protocol.ERROR: protocol.error_data(kind, message)},
+    )

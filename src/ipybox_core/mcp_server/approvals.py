@@ -29,7 +29,7 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalDecision, ApprovalRequest
 
 INPUT_REQUIRED_VERSION = "2026-07-28"
 """First protocol version whose tool calls carry elicitations in an ``InputRequiredResult``."""
@@ -96,7 +96,7 @@ class Approver:
             if request.pending:
                 await request.reject(f"the approval request failed: {exc}")
             return
-        await apply_answer(request, answer.action)
+        await apply_answer(request, Answer(answer.action))
 
     def input_request(self, request: ApprovalRequest) -> ElicitRequest:
         """The elicitation for ``request``, to embed in an ``InputRequiredResult``."""
@@ -109,28 +109,54 @@ CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 """An empty form: the user only accepts or declines."""
 
 
-async def apply_answer(request: ApprovalRequest, action: str | None) -> None:
+@dataclass(frozen=True)
+class Answer:
+    """A client's answer to one approval: the elicitation ``action`` plus what ipybox's own client
+    may add in ``content`` (see :mod:`.protocol`)."""
+
+    action: str | None
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+    cancel: bool = False
+
+
+def answer_of(response: object) -> Answer:
+    """The :class:`Answer` in an input response (an :class:`ElicitResult` or its dict form)."""
+    if isinstance(response, ElicitResult):
+        action: object = response.action
+        content: object = response.content
+    elif isinstance(response, dict):
+        action, content = response.get("action"), response.get("content")
+    else:
+        return Answer(None)
+    fields = content if isinstance(content, dict) else {}
+    reason, arguments = fields.get("reason"), fields.get("arguments")
+    return Answer(
+        action if isinstance(action, str) else None,
+        reason=reason if isinstance(reason, str) and reason else None,
+        arguments=arguments if isinstance(arguments, dict) else None,
+        cancel=fields.get("cancel") is True,
+    )
+
+
+async def apply_answer(request: ApprovalRequest, answer: Answer, *, decided_by: str = "user") -> None:
     """Accept on ``"accept"``; reject on anything else (decline, cancel, no answer)."""
     if not request.pending:
         return  # decided meanwhile (e.g. the approval timed out)
-    if action == "accept":
-        await request.accept()
-    elif action == "decline":
-        await request.reject("the user declined the MCP call")
-    elif action == "cancel":
-        await request.reject("the user dismissed the approval request")
+    if answer.action == "accept":
+        decision = ApprovalDecision(approved=True, decided_by=decided_by, arguments=answer.arguments)
     else:
-        await request.reject("the MCP client returned no answer to the approval request")
+        reason = answer.reason or _REJECTIONS.get(
+            answer.action or "", "the MCP client returned no answer to the approval request"
+        )
+        decision = ApprovalDecision(approved=False, decided_by=decided_by, reason=reason)
+    request.resolve(decision)
 
 
-def answer_action(response: object) -> str | None:
-    """The ``action`` of an input response (an :class:`ElicitResult` or its dict form)."""
-    if isinstance(response, ElicitResult):
-        return response.action
-    if isinstance(response, dict):
-        action = response.get("action")
-        return action if isinstance(action, str) else None
-    return None
+_REJECTIONS = {
+    "decline": "the user declined the MCP call",
+    "cancel": "the user dismissed the approval request",
+}
 
 
 def approval_message(request: ApprovalRequest) -> str:

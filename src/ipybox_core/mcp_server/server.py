@@ -8,6 +8,8 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server import MCPServer
@@ -19,9 +21,10 @@ from mcp_types.version import is_version_at_least
 from pydantic import Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ipybox_core import protocol
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp_server import _execute
-from ipybox_core.mcp_server._results import text_result
+from ipybox_core.mcp_server._results import error_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
 from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
 from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
@@ -66,6 +69,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         request_state_security=RequestStateSecurity.ephemeral(ttl=ttl),
     )
     approver = Approver(auto_approve=service.settings.auto_approve)
+    decisions = _execute.Decisions()
     settings = service.settings
 
     @server.tool(description=EXECUTE_CODE_DESCRIPTION, annotations=ToolAnnotations(open_world_hint=True))
@@ -86,15 +90,17 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             ),
         ] = None,
     ) -> CallToolResult | InputRequiredResult:
-        key = session_key(ctx)
+        caller = caller_of(ctx)
         if ctx.request_state is not None:
-            return await _execute.resume(service, approver, ctx, key, ctx.request_state)
+            return await _execute.resume(service, approver, ctx, caller, ctx.request_state, decisions)
+        if protocol.meta_value(ctx.request_context.meta, protocol.RESUME) is True:
+            return _execute.resume_call(service, approver, caller)
         limit = max_output_chars or settings.output_limit
         try:
-            session = await service.session(key)
+            session = await service.session(caller.session)
         except IpyboxError as exc:
-            return text_result(f"Error: {exc}", error=True)
-        return await _guard(_execute.start(service, approver, ctx, session, code, timeout, limit))
+            return error_result("unavailable", f"Error: {exc}")
+        return await _guard(_execute.start(service, approver, ctx, session, caller, code, timeout, limit))
 
     @server.tool(annotations=ToolAnnotations(open_world_hint=True))
     async def register_mcp_server(
@@ -208,11 +214,15 @@ def session_key(ctx: Context[Any, Any] | None) -> str | None:
     - Streamable HTTP, protocol up to 2025-11-25: the MCP session (``Mcp-Session-Id``, which the
       SDK has checked: an unknown id never reaches a tool);
     - Streamable HTTP, 2026-07-28 (no MCP sessions): the ``Ipybox-Session`` header when the
-      client sends one, otherwise ``None`` (the clients without it share the default session).
+      client sends one, otherwise ``None`` (the clients without it share the default session);
+    - over HTTP, the request's ``ipybox.dev/session`` ``_meta`` entry comes first (:mod:`.protocol`).
     """
     headers = ctx.headers if ctx is not None else None
     if ctx is None or headers is None:
         return None
+    meta_session = protocol.meta_value(ctx.request_context.meta, protocol.SESSION)
+    if isinstance(meta_session, str) and _SESSION_NAME.fullmatch(meta_session):
+        return f"named:{meta_session}"
     version = ctx.protocol_version
     modern = version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
     if not modern:
@@ -223,6 +233,17 @@ def session_key(ctx: Context[Any, Any] | None) -> str | None:
     if named and _SESSION_NAME.fullmatch(named):
         return f"named:{named}"
     return None
+
+
+def caller_of(ctx: Context[Any, Any]) -> _execute.Caller:
+    """The session, call id and client name of a ``tools/call`` (see :mod:`.protocol`)."""
+    meta = ctx.request_context.meta
+    call, client = protocol.meta_value(meta, protocol.CALL), protocol.meta_value(meta, protocol.CLIENT)
+    return _execute.Caller(
+        session_key(ctx),
+        call=call if isinstance(call, str) and 0 < len(call) <= 256 else None,
+        client=client if isinstance(client, str) and _SESSION_NAME.fullmatch(client) else None,
+    )
 
 
 async def _session(service: IpyboxService, ctx: Context[Any, Any] | None) -> ClientSession:
@@ -255,6 +276,19 @@ def _version() -> str:
         return "0"
 
 
+@dataclass(frozen=True)
+class Tls:
+    """A certificate chain and its private key (PEM files) to serve HTTPS with."""
+
+    certfile: Path
+    keyfile: Path
+
+    def __post_init__(self) -> None:
+        for path in (self.certfile, self.keyfile):
+            if not Path(path).is_file():
+                raise ConfigError(f"TLS file {str(path)!r} does not exist")
+
+
 async def serve(
     service: IpyboxService,
     *,
@@ -262,6 +296,7 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     no_auth: bool = False,
+    tls: Tls | None = None,
     on_listening: Callable[[str], None] | None = None,
     on_token: Callable[[str], None] | None = None,
 ) -> None:
@@ -270,7 +305,8 @@ async def serve(
 
     Over Streamable HTTP each MCP session gets its own kernel, and every request must carry the
     bearer token (``IPYBOX_MCP_TOKEN``, or one generated now); ``on_token`` receives the line that
-    tells the operator which token to send. ``no_auth`` is refused off loopback.
+    tells the operator which token to send. ``no_auth`` is refused off loopback. ``tls`` serves
+    HTTPS with that certificate and key.
     """
     if transport not in ("stdio", "streamable-http"):
         raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
@@ -291,10 +327,10 @@ async def serve(
         if on_listening is not None:
             bound_host, bound_port = sock.getsockname()[:2]
             shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
-            on_listening(f"http://{shown}:{bound_port}/mcp")
+            on_listening(f"{'https' if tls else 'http'}://{shown}:{bound_port}/mcp")
         service.start(default_session=False)
         async with service:
-            await _serve_http(http_app(server, service, host=host, token=token), sock)
+            await _serve_http(http_app(server, service, host=host, token=token), sock, tls)
 
 
 def token_message(token: str | None, *, generated: bool) -> str:
@@ -354,7 +390,7 @@ def _listen(host: str, port: int) -> Iterator[socket.socket]:
         yield sock
 
 
-async def _serve_http(app: ASGIApp, sock: socket.socket) -> None:
+async def _serve_http(app: ASGIApp, sock: socket.socket, tls: Tls | None = None) -> None:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -362,7 +398,15 @@ async def _serve_http(app: ASGIApp, sock: socket.socket) -> None:
         def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernels
             yield
 
-    http = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        ssl_certfile=str(tls.certfile) if tls else None,
+        ssl_keyfile=str(tls.keyfile) if tls else None,
+    )
+    http = _Server(config)
 
     def stop() -> None:
         http.should_exit = True

@@ -1,0 +1,213 @@
+"""The executor of one session on an ipybox service: ``stream()`` and ``reattach()`` over MCP rounds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredResult
+
+from ipybox_core import protocol
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import (
+    ApprovalError,
+    CodeError,
+    ExecutionCancelled,
+    ExecutionGone,
+    ExecutionTimeout,
+    ExecutorBusy,
+    KernelDied,
+    ServiceError,
+)
+from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.executor.execution import Emit
+from ipybox_core.mcp.types import ToolAnnotations
+from ipybox_core.remote._connection import Round, ServiceConnection
+
+_ERRORS: dict[str, type[Exception]] = {
+    "busy": ExecutorBusy,
+    "gone": ExecutionGone,
+    "decided": ApprovalError,
+    "timeout": ExecutionTimeout,
+    "kernel_died": KernelDied,
+    "cancelled": ExecutionCancelled,
+    "unavailable": ServiceError,
+}
+
+
+class RemoteExecutor:
+    """Runs code in one session's kernel on an ipybox service, with the events of a local executor.
+
+    ``stream(code, call_id=...)`` starts an :class:`~ipybox_core.executor.Execution` whose approval
+    requests carry the service's approval ids; decide them as usual (``accept``/``reject``). An
+    execution parked at an approval outlives this process: :meth:`reattach` in any process picks it
+    up again by its ``call_id``. Output arrives with the result (no live output chunks).
+    """
+
+    def __init__(self, connection: ServiceConnection, session: str, api_reference: Any) -> None:
+        self._connection = connection
+        self.session = session
+        self._api_reference = api_reference
+        self._active: Execution | None = None
+
+    @property
+    def busy(self) -> bool:
+        """True while an execution started here is running or waiting for a decision."""
+        return self._active is not None and not self._active.done
+
+    def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
+        """The Python API of the service's MCP servers (fetched when the connection opened)."""
+        return str(self._api_reference(servers, max_chars=max_chars))
+
+    def stream(self, code: str, *, timeout: float | None = None, call_id: str | None = None) -> Execution:
+        """Run ``code``; ``call_id`` names the call so another process can :meth:`reattach` to it."""
+        if self.busy:
+            raise ExecutorBusy("another execution of this session is still running or waiting")
+        arguments: dict[str, Any] = {"code": code}
+        if timeout is not None:
+            arguments["timeout"] = timeout
+
+        async def first() -> Round:
+            return await self._connection.execute(self.session, arguments=arguments, call=call_id)
+
+        return self._execution(first, arguments)
+
+    async def reattach(self, call_id: str) -> Execution | None:
+        """The execution parked under ``call_id`` in this session (from any process), or ``None``."""
+        arguments: dict[str, Any] = {"code": ""}
+        first = await self._connection.execute(self.session, arguments=arguments, call=call_id, resume=True)
+        if _error_kind(first) == "gone":
+            return None
+
+        async def again() -> Round:
+            return first
+
+        return self._execution(again, arguments)
+
+    async def reset(self) -> None:
+        """Restart the session's kernel on the service (state lost, MCP servers kept)."""
+        await self._connection.call_tool(self.session, "reset", {})
+
+    # --- rounds ---------------------------------------------------------------------------------
+
+    def _execution(self, first: Any, arguments: dict[str, Any]) -> Execution:
+        """An execution over rounds; every retry resends ``arguments`` (the service's request
+        state is bound to the call it was issued for)."""
+        cancelled = asyncio.Event()
+        waiting: list[tuple[str, str]] = []  # (input key, request state) of the open question
+
+        async def drive(emit: Emit) -> ExecutionResult:
+            body = asyncio.ensure_future(
+                self._rounds(
+                    await_first=first, arguments=arguments, emit=emit, waiting=waiting, cancelled=cancelled
+                )
+            )
+            stop = asyncio.ensure_future(cancelled.wait())
+            try:
+                await asyncio.wait({body, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if body.done():
+                return body.result()
+            body.cancel()
+            with contextlib.suppress(BaseException):
+                await body
+            if waiting:  # stop it on the service too: the question will not be answered
+                key, state = waiting[-1]
+                with contextlib.suppress(Exception):
+                    await self._connection.execute(
+                        self.session,
+                        arguments=arguments,
+                        input_responses={key: ElicitResult(action="cancel", content={"cancel": True})},
+                        request_state=state,
+                    )
+            return ExecutionResult(text="")
+
+        async def cancel() -> None:
+            cancelled.set()
+
+        execution = Execution(drive, self._finished, cancel)
+        self._active = execution
+        return execution
+
+    async def _rounds(
+        self,
+        *,
+        await_first: Any,
+        arguments: dict[str, Any],
+        emit: Emit,
+        waiting: list[tuple[str, str]],
+        cancelled: asyncio.Event,
+    ) -> ExecutionResult:
+        reply: Round = await await_first()
+        while isinstance(reply, InputRequiredResult):
+            key = next(iter(reply.input_requests or {}), "")
+            state = reply.request_state or ""
+            request = _approval_request(protocol.meta_value(reply.meta, protocol.APPROVAL))
+            waiting.append((key, state))
+            emit(request)
+            decision = await request.wait()
+            if cancelled.is_set():
+                await asyncio.Event().wait()  # the driver stops the execution instead of answering
+            content: dict[str, Any] = {}
+            if decision.reason:
+                content["reason"] = decision.reason
+            if decision.arguments is not None:
+                content["arguments"] = decision.arguments
+            answer = ElicitResult(
+                action="accept" if decision.approved else "decline", content=content or None
+            )
+            reply = await self._connection.execute(
+                self.session, arguments=arguments, input_responses={key: answer}, request_state=state
+            )
+            waiting.clear()
+        return _result(reply)
+
+    def _finished(self, execution: Execution) -> None:
+        if self._active is execution:
+            self._active = None
+
+
+def _approval_request(data: object) -> ApprovalRequest:
+    if not isinstance(data, dict):
+        raise ServiceError(
+            "the service asked a question that is not an ipybox approval (is it ipybox serve?)"
+        )
+    request = ApprovalRequest(
+        kind=data["kind"],
+        server=data["server"],
+        tool=data["tool"],
+        args=dict(data["args"]),
+        annotations=ToolAnnotations(**data.get("annotations", {})),
+    )
+    request.id = str(data["id"])
+    return request
+
+
+def _error_kind(reply: Round) -> str | None:
+    if not isinstance(reply, CallToolResult) or not reply.is_error:
+        return None
+    error = protocol.meta_value(reply.meta, protocol.ERROR)
+    return str(error.get("kind")) if isinstance(error, dict) else "unavailable"
+
+
+def _result(reply: Round) -> ExecutionResult:
+    assert isinstance(reply, CallToolResult)
+    texts = [getattr(block, "text", "") for block in reply.content if getattr(block, "type", "") == "text"]
+    kind = _error_kind(reply)
+    if kind is not None:
+        raise _ERRORS.get(kind, ServiceError)("\n".join(texts))
+    images = [protocol.png_of(block.data) for block in reply.content if isinstance(block, ImageContent)]
+    data = protocol.meta_value(reply.meta, protocol.RESULT)
+    if not isinstance(data, dict):
+        return ExecutionResult(text="\n".join(texts), images=images)
+    error = data.get("error")
+    notice = protocol.meta_value(reply.meta, protocol.NOTICE)
+    return ExecutionResult(
+        text=(f"{notice}\n\n" if isinstance(notice, str) else "") + str(data.get("text", "")),
+        images=images,
+        error=CodeError(error["ename"], error["evalue"], error["traceback"]) if error else None,
+        execution_count=data.get("execution_count"),
+        omitted_chars=int(data.get("omitted_chars", 0)),
+    )

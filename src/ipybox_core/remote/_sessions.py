@@ -1,0 +1,105 @@
+"""Sessions on an ipybox service: the adapters' session source when kernels live in ``ipybox serve``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from types import TracebackType
+
+from ipybox_core.remote._connection import TOKEN_ENV, ServiceConnection, default_client_name
+from ipybox_core.remote._executor import RemoteExecutor
+
+_SESSION_NAME = re.compile(r"[A-Za-z0-9._~-]{1,128}")
+_REFERENCE_SESSION = "ipybox-api-reference"
+_SHORTENED = "# (reference shortened: use help(function) in the code for the rest)\n"
+
+
+class RemoteSession:
+    """One conversation's kernel on the service (``key``), with its :class:`RemoteExecutor`."""
+
+    def __init__(self, key: str, executor: RemoteExecutor) -> None:
+        self.key = key
+        self.executor = executor
+
+    def take_restart_notice(self) -> str | None:
+        """Always ``None``: the service puts its restart notice in the next result itself."""
+        return None
+
+
+class RemoteSessions:
+    """One kernel per conversation key, on an ipybox service (``ipybox serve``).
+
+    Give it to an adapter where you would give ``Sessions``: ``CodeAction(RemoteSessions(url))``.
+    Kernels, MCP connections, credentials and parked approvals live in the service, so any process
+    that knows a conversation's key can answer its pending approval, and the code continues in the
+    same kernel. ``token`` defaults to ``$IPYBOX_MCP_TOKEN``; ``client_name`` (default
+    ``<host>-<pid>``) is what the service's audit log records for this process's decisions.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        client_name: str | None = None,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        self.url = url
+        self._connection = ServiceConnection(
+            url,
+            token=token if token is not None else os.environ.get(TOKEN_ENV),
+            client_name=client_name or default_client_name(),
+            connect_timeout=connect_timeout,
+        )
+        self._reference = ""
+        self._sessions: dict[str, RemoteSession] = {}
+        self._open = False
+
+    async def __aenter__(self) -> RemoteSessions:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Connect (checking the token) and fetch the API reference of the service's MCP servers."""
+        if self._open:
+            return
+        await self._connection.open()
+        self._open = True
+        reference = await self._connection.call_tool(_REFERENCE_SESSION, "api_reference", {})
+        self._reference = "" if reference.startswith("No MCP servers") else reference
+
+    async def aclose(self) -> None:
+        """Close the connection (the sessions and their kernels stay in the service)."""
+        self._open = False
+        await self._connection.close()
+
+    async def session(self, key: str) -> RemoteSession:
+        """The session of conversation ``key`` (its kernel starts in the service on first use)."""
+        if not self._open:
+            await self.start()
+        session = self._sessions.get(key)
+        if session is None:
+            executor = RemoteExecutor(self._connection, service_key(key), self.api_reference)
+            session = self._sessions[key] = RemoteSession(key, executor)
+        return session
+
+    def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
+        """The Python API of the service's MCP servers (as fetched by :meth:`start`)."""
+        del servers  # the service's reference covers all of its servers
+        if max_chars is None or len(self._reference) <= max_chars:
+            return self._reference
+        head = self._reference[: max(max_chars - len(_SHORTENED), 0)]
+        return head[: head.rfind("\n") + 1] + _SHORTENED
+
+
+def service_key(key: str) -> str:
+    """``key`` as the service accepts it: itself if it is a plain name, otherwise a digest of it."""
+    if _SESSION_NAME.fullmatch(key):
+        return key
+    return "k-" + hashlib.sha256(key.encode()).hexdigest()[:40]

@@ -1,0 +1,119 @@
+"""RemoteSessions against a real ``ipybox mcp`` HTTP service: decisions from any process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp_server_kit import TEST_SERVER, HttpIpybox, start_http_ipybox
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ApprovalError, ExecutionGone, ServiceError
+from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.remote import RemoteSessions
+
+in_module_loop = pytest.mark.asyncio(loop_scope="module")
+
+COUNT_TWICE = "from mcptools.test import count\nfirst = count()\nprint('count', first, count())"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpIpybox]:
+    workspace = tmp_path_factory.mktemp("service")
+    config = workspace.parent / "service-config.json"
+    config.write_text(json.dumps({"mcpServers": {"test": TEST_SERVER}}))
+    server = start_http_ipybox(workspace, "--config", str(config), "--approval-timeout", "120")
+    yield server
+    assert server.stop() == 0
+
+
+def remote(service: HttpIpybox, name: str = "app-a", token: str | None = None) -> RemoteSessions:
+    return RemoteSessions(service.url, token=token or service.token, client_name=name)
+
+
+@in_module_loop
+async def test_code_runs_with_state_and_the_api_reference_comes_from_the_service(service: HttpIpybox) -> None:
+    async with remote(service) as sessions:
+        assert "def add(" in sessions.api_reference()
+        executor = (await sessions.session("state")).executor
+        await executor.stream("x = 41").wait()
+        result = await executor.stream("print(x + 1)\n1/0").wait()
+        assert result.text.strip() == "42"
+        assert result.error is not None and result.error.ename == "ZeroDivisionError"
+
+
+@in_module_loop
+async def test_an_approval_is_answered_by_another_process_and_the_call_runs_once(service: HttpIpybox) -> None:
+    async with remote(service, "app-a") as first:
+        executor = (await first.session("conv/1")).executor
+        await executor.stream("before = 'kept'").wait()
+        execution = executor.stream(COUNT_TWICE, call_id="call-1")
+        stop = await execution.next_stop()
+        assert isinstance(stop, ApprovalRequest) and stop.name == "test.count"
+        approval_id = stop.id
+        # process A goes away without answering (its connection closes)
+    async with remote(service, "app-b") as second:
+        executor = (await second.session("conv/1")).executor
+        assert await executor.reattach("unknown-call") is None
+        execution = await executor.reattach("call-1")
+        assert execution is not None
+        stop = await execution.next_stop()
+        assert isinstance(stop, ApprovalRequest) and stop.id == approval_id
+        await stop.accept()
+        stop = await execution.next_stop()
+        assert isinstance(stop, ApprovalRequest) and stop.id != approval_id  # the second count()
+        await stop.accept()
+        result = await execution.next_stop()
+        assert isinstance(result, ExecutionResult)
+        first_count, second_count = (int(n) for n in result.text.split()[1:3])
+        assert second_count == first_count + 1  # each approved call ran exactly once
+        assert (await executor.stream("print(before)").wait()).text.strip() == "kept"
+
+
+@in_module_loop
+async def test_two_clients_answer_the_same_approval_at_once_and_exactly_one_wins(service: HttpIpybox) -> None:
+    async with remote(service, "app-a") as first, remote(service, "app-b") as second:
+        starter = (await first.session("race")).executor
+        mine = starter.stream("from mcptools.test import add\nprint('sum', add(a=1, b=2))", call_id="c")
+        my_question = await mine.next_stop()
+        theirs = await (await second.session("race")).executor.reattach("c")
+        assert theirs is not None
+        their_question = await theirs.next_stop()
+        assert isinstance(my_question, ApprovalRequest) and isinstance(their_question, ApprovalRequest)
+        assert my_question.id == their_question.id
+
+        async def outcome(execution: Execution) -> str:
+            try:
+                result = await execution.wait()
+            except ApprovalError as error:
+                return str(error)
+            return result.error.ename if result.error is not None else result.text.strip()
+
+        await my_question.accept()
+        await their_question.reject("not this one")
+        outcomes = await asyncio.gather(outcome(mine), outcome(theirs))
+        late = [o for o in outcomes if "already answered" in o]
+        assert len(late) == 1, outcomes
+        winner = "app-a" if outcomes[0] == "sum 3" else "app-b"
+        assert {"sum 3", "PermissionError"} & set(outcomes) and f"client:{winner}" in late[0], outcomes
+
+
+@in_module_loop
+async def test_a_wrong_token_is_a_clear_service_error(service: HttpIpybox) -> None:
+    with pytest.raises(ServiceError, match="401|token"):
+        async with remote(service, token="wrong-token-wrong-token-wrong"):
+            pass
+
+
+@in_module_loop
+async def test_cancelling_a_parked_execution_stops_it_in_the_service(service: HttpIpybox, tmp_path: Path) -> None:
+    async with remote(service) as sessions:
+        executor = (await sessions.session("cancel")).executor
+        execution = executor.stream("from mcptools.test import add\nadd(a=1, b=1)\nprint('after')", call_id="x")
+        assert isinstance(await execution.next_stop(), ApprovalRequest)
+        await execution.cancel("moving on")
+        assert await executor.reattach("x") is None
+        assert (await executor.stream("print('free')").wait()).text.strip() == "free"
