@@ -3,38 +3,41 @@ closed with the session or the server.
 
 Over stdio there is one client and one kernel (the *default* session). Over Streamable HTTP each
 MCP session gets its own kernel, workspace and registered servers (:meth:`IpyboxService.session`
-with the session's key); a session idle for ``idle_timeout`` seconds loses its kernel, and its
-next ``execute_code`` is told so.
+with the session's key) from a :class:`~ipybox_core.sessions.Sessions`: a warm pool of started
+kernels, the config servers connected once and shared, ``max_sessions`` live at most, and a session
+idle for ``idle_timeout`` seconds loses its kernel (its next ``execute_code`` is told so).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import importlib
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ipybox_core.errors import ConfigError, IpyboxError
-from ipybox_core.mcp.config import McpServerConfig, load_mcp_config
+from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
 from ipybox_core.suspended import SuspendedExecutions
 
 if TYPE_CHECKING:
+    from ipybox_core.codegen import GeneratedPackage
     from ipybox_core.executor import CodeExecutor
+    from ipybox_core.executor.executor import RegisteredServer
+    from ipybox_core.sessions import Sessions
 
 SESSIONS_DIR = ".ipybox-sessions"
 """Under the workspace: one working directory per client session (Streamable HTTP)."""
-_FORGET_REAPED_AFTER = 10_000
+_FORGET_WORKSPACES_AFTER = 10_000
 
 
 class ExecutorUnavailable(IpyboxError):
@@ -42,7 +45,7 @@ class ExecutorUnavailable(IpyboxError):
 
 
 class TooManySessions(IpyboxError):
-    """``max_sessions`` client sessions already have a kernel."""
+    """``max_sessions`` client sessions have a kernel, each running code or waiting for approval."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,26 @@ class ClientSession:
         return notice
 
 
+@dataclass
+class _OwnApi:
+    """The API generated for a server a client session registered itself (``register_mcp_server``
+    in a keyed session): every keyed session imports from one directory, so the sessions that
+    registered the same name share its package, and a different server under that name is refused."""
+
+    tools: str
+    package: GeneratedPackage
+    users: dict[str, CodeExecutor] = field(default_factory=dict)
+
+
 class IpyboxService:
     """Owns the :class:`CodeExecutor` of each client session of the MCP server.
 
     :meth:`start` returns at once: the default session's kernel starts and the ``config`` servers
     are registered in the background while the MCP handshake proceeds; tools wait for
     :meth:`session`. A config server that fails to start is reported (``startup_failures``) and
-    skipped. Other sessions start on their first tool call.
+    skipped. Over Streamable HTTP (``start(default_session=False)``) the :class:`Sessions` of the
+    keyed sessions starts instead: it connects the config servers once for every keyed session and
+    fills its warm pool (``warm_sessions`` started kernels).
 
     Configuration problems (an unreadable ``.env``, a malformed config file, an unset ``${VAR}``)
     are raised by the constructor, before anything starts.
@@ -113,9 +129,14 @@ class IpyboxService:
         )
         self._notify = notify or _stderr
         self._default = ClientSession(None, settings.workspace)
-        self._sessions: dict[str, ClientSession] = {}
-        self._reaped: OrderedDict[str, Path] = OrderedDict()  # key → its kept working directory
+        self._pool: Sessions | None = None  # the keyed sessions' kernels, once started
+        self._pool_task: asyncio.Task[Sessions] | None = None
+        self._pool_failures: dict[str, str] = {}  # config servers that failed for the keyed sessions
+        self._clients: dict[str, ClientSession] = {}  # key → its session (the executor Sessions gave)
+        self._workspaces: OrderedDict[str, Path] = OrderedDict()  # key → its working directory
+        self._own_apis: dict[str, _OwnApi] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
         self._closing = False
         self._default_started = False
 
@@ -129,13 +150,15 @@ class IpyboxService:
         await self.close()
 
     def start(self, *, default_session: bool = True) -> None:
-        """Start the default session's kernel (unless ``default_session`` is false: then it starts
-        on first use) and the reaper of idle sessions, in the background."""
-        if self._tasks:
+        """Start the default session's kernel, or (``default_session`` false: Streamable HTTP) the
+        keyed sessions' warm pool, in the background; the other starts on first use."""
+        if self._started:
             return
-        self._tasks = [asyncio.create_task(self._reap_idle(), name="ipybox-reaper")]
+        self._started = True
         if default_session:
             self._start_default()
+        else:
+            self._start_pool()
 
     @property
     def startup_failures(self) -> dict[str, str]:
@@ -149,7 +172,7 @@ class IpyboxService:
     @property
     def live_sessions(self) -> int:
         """Client sessions (other than the default one) that have a kernel."""
-        return len(self._sessions)
+        return self._pool.live if self._pool is not None else 0
 
     async def executor(self) -> CodeExecutor:
         """The default session's running executor, once started."""
@@ -160,25 +183,23 @@ class IpyboxService:
     async def session(self, key: str | None) -> ClientSession:
         """The session ``key`` (``None``: the default one) with a running executor.
 
-        A session seen for the first time (or again after its kernel was stopped for idleness)
-        gets a new kernel.
+        A session seen for the first time (or again after its kernel was closed: idle, or evicted
+        to make room) gets a kernel from the warm pool, and its next result a restart notice.
 
         Raises:
             ExecutorUnavailable: the kernel could not be started (the message says why).
-            TooManySessions: ``max_sessions`` sessions already have a kernel.
+            TooManySessions: ``max_sessions`` sessions are live, each running code or waiting
+                for approval.
         """
         if self._closing:
             raise ExecutorUnavailable("the ipybox MCP server is shutting down")
-        if key is None:
-            session = self._default
-            self._start_default()
-        else:
-            session = self._sessions.get(key) or self._new_session(key)
+        if key is not None:
+            return await self._keyed(key)
+        session = self._default
+        self._start_default()
         session.last_used = time.monotonic()
         await session.ready.wait()
         if session.executor is None or session.error is not None:
-            if key is not None and self._sessions.get(key) is session:
-                del self._sessions[key]  # the next call tries again
             raise ExecutorUnavailable(f"ipybox could not start its kernel: {session.error}")
         session.last_used = time.monotonic()
         return session
@@ -186,11 +207,11 @@ class IpyboxService:
     async def close_session(self, key: str) -> None:
         """The client ended session ``key``: stop its executions, kernel and MCP servers, and
         remove its working directory."""
-        reaped = self._reaped.pop(key, None)
-        session = self._sessions.pop(key, None)
-        if session is not None:
-            await self._stop(session)
-        workspace = session.workspace if session is not None else reaped
+        await self.cancel_parked(key, "the session ended")
+        self._clients.pop(key, None)
+        if self._pool is not None:
+            await self._pool.close_session(key)
+        workspace = self._workspaces.pop(key, None)
         if workspace is not None:
             await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
 
@@ -201,64 +222,52 @@ class IpyboxService:
     async def close(self) -> None:
         """Cancel parked executions and stop every kernel and MCP server process."""
         self._closing = True
-        for task in self._tasks:
+        tasks: list[asyncio.Task[Any]] = [*self._tasks]
+        if self._pool_task is not None:
+            tasks.append(self._pool_task)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
         await self.parked.cancel_all("the ipybox MCP server is shutting down")
-        sessions = [self._default, *self._sessions.values()]
-        self._sessions.clear()
-        await asyncio.gather(*(self._stop(session) for session in sessions), return_exceptions=True)
-        workspaces = [session.workspace for session in sessions[1:]] + list(self._reaped.values())
-        self._reaped.clear()
+        pool, self._pool = self._pool, None
+        self._clients.clear()
+        await asyncio.gather(
+            self._stop(self._default), *([pool.aclose()] if pool is not None else []), return_exceptions=True
+        )
+        workspaces = list(self._workspaces.values())
+        self._workspaces.clear()
         for workspace in workspaces:
             await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
 
     # --- internals -------------------------------------------------------------------------
+
+    def _executor_options(self) -> dict[str, Any]:
+        """What every kernel of the server is made with (but its workspace and API directory)."""
+        settings = self.settings
+        return {
+            "api_package": settings.api_dir.name if settings.api_dir is not None else "mcptools",
+            "sandbox": self.sandbox if self.sandbox is not None else False,
+            "approval": "always",
+            "approval_timeout": settings.approval_timeout,
+            "mcp_env": self.environment.mcp_env,
+            "kernel_env": self.environment.kernel_env,
+            "timeout": settings.timeout,
+        }
 
     def _start_default(self) -> None:
         if not self._default_started:
             self._default_started = True
             self._tasks.append(asyncio.create_task(self._open(self._default), name="ipybox-start"))
 
-    def _new_session(self, key: str) -> ClientSession:
-        if len(self._sessions) >= self.settings.max_sessions:
-            raise TooManySessions(
-                f"{len(self._sessions)} client sessions already have a kernel, the maximum "
-                f"(--max-sessions {self.settings.max_sessions}); end one (close its MCP session) or wait "
-                f"until an idle one is stopped (after {self.settings.idle_timeout:g} s)"
-            )
-        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-        session = ClientSession(key, self.settings.workspace / SESSIONS_DIR / digest)
-        if self._reaped.pop(key, None) is not None:
-            session.restart_notice = (
-                f"Note: this session was idle for more than {self.settings.idle_timeout:g} s, so its kernel "
-                "was stopped and a new one started: variables, imports and MCP servers registered with "
-                "register_mcp_server are gone (files in the working directory are kept). Run the setup "
-                "code again."
-            )
-        self._sessions[key] = session
-        self._tasks.append(asyncio.create_task(self._open(session), name=f"ipybox-session-{digest}"))
-        return session
-
     async def _open(self, session: ClientSession) -> None:
+        """Start the default session's kernel in the workspace and register the config servers."""
         try:
             # Imported in a thread: the MCP handshake goes on meanwhile.
             module = await asyncio.to_thread(importlib.import_module, "ipybox_core.executor")
-            settings = self.settings
-            keyed = session.key is not None
-            api_package = settings.api_dir.name if settings.api_dir is not None else "mcptools"
             session.executor = executor = module.CodeExecutor(
-                workspace=session.workspace,
-                api_dir=None if keyed else settings.api_dir,
-                api_package=api_package,
-                sandbox=self.sandbox if self.sandbox is not None else False,
-                approval="always",
-                approval_timeout=settings.approval_timeout,
-                mcp_env=self.environment.mcp_env,
-                kernel_env=self.environment.kernel_env,
-                timeout=settings.timeout,
+                workspace=session.workspace, api_dir=self.settings.api_dir, **self._executor_options()
             )
             await executor.start()
             for name, config in self.server_configs.items():
@@ -266,10 +275,7 @@ class IpyboxService:
                     await executor.register_mcp_server(name, config)
                 except IpyboxError as exc:
                     session.startup_failures[name] = str(exc)
-                    if not keyed:
-                        self._notify(
-                            f"ipybox: MCP server {name!r} from the config file failed to start: {exc}"
-                        )
+                    self._notify(f"ipybox: MCP server {name!r} from the config file failed to start: {exc}")
         except asyncio.CancelledError:
             session.error = ExecutorUnavailable("the ipybox MCP server is shutting down")
             raise
@@ -284,29 +290,157 @@ class IpyboxService:
         if session.executor is not None:
             await session.executor.close()
 
-    async def _reap_idle(self) -> None:
-        """Stop the kernels of sessions idle for ``idle_timeout`` (never the default session)."""
-        timeout = self.settings.idle_timeout
+    # the keyed sessions (Streamable HTTP)
+
+    def _start_pool(self) -> None:
+        if self._pool_task is None and not self._closing:
+            self._pool_task = asyncio.create_task(self._open_pool(), name="ipybox-sessions")
+
+    async def _open_pool(self) -> Sessions:
+        """Start the keyed sessions' :class:`Sessions`; a config server that fails to start is
+        reported once and left out (every keyed session lists it as failed)."""
+        module = await asyncio.to_thread(importlib.import_module, "ipybox_core.sessions")
+        settings = self.settings
+        servers = dict(self.server_configs)
+        failures: dict[str, str] = {}
         while True:
-            await asyncio.sleep(min(max(timeout / 4, 0.05), 30.0))
-            now = time.monotonic()
-            for key, session in list(self._sessions.items()):
-                if not session.ready.is_set():
-                    continue
-                if (session.executor is not None and session.executor.busy) or any(
-                    parked.context.session == key for parked in self.parked.values()
-                ):
-                    session.last_used = now
-                    continue
-                if now - session.last_used < timeout or self._sessions.get(key) is not session:
-                    continue
-                del self._sessions[key]
-                self._reaped[key] = session.workspace
-                with contextlib.suppress(Exception):
-                    await self._stop(session)
-                while len(self._reaped) > _FORGET_REAPED_AFTER:
-                    _, forgotten = self._reaped.popitem(last=False)
-                    await asyncio.to_thread(_remove_workspace, self.settings.workspace, forgotten)
+            pool: Sessions = module.Sessions(
+                root=settings.workspace / SESSIONS_DIR,
+                warm=settings.warm_sessions,
+                max_sessions=settings.max_sessions,
+                idle_timeout=settings.idle_timeout,
+                mcp_servers=servers,
+                **self._executor_options(),
+            )
+            try:
+                await pool.start()
+            except IpyboxError as exc:
+                name = getattr(exc, "server", None)
+                if name not in servers:
+                    self._notify(f"ipybox: could not start the kernels of the client sessions: {exc}")
+                    raise
+                failures[name] = str(exc)
+                del servers[name]  # and start again without it (Sessions connects all or nothing)
+                self._notify(f"ipybox: MCP server {name!r} from the config file failed to start: {exc}")
+                continue
+            self._pool_failures = failures
+            self._pool = pool
+            return pool
+
+    async def _started_pool(self) -> Sessions:
+        self._start_pool()
+        task = self._pool_task
+        assert task is not None
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise ExecutorUnavailable("the ipybox MCP server is shutting down") from None
+            raise
+        except Exception as exc:
+            if self._pool_task is task and not self._closing:
+                self._pool_task = None  # the next call tries again
+            raise ExecutorUnavailable(f"ipybox could not start its kernel: {exc}") from None
+
+    async def _keyed(self, key: str) -> ClientSession:
+        pool = await self._started_pool()
+        from ipybox_core.sessions import SessionLimitError  # imported with the pool
+
+        try:
+            session = await pool.session(key)
+        except SessionLimitError:
+            raise TooManySessions(
+                f"all {self.settings.max_sessions} client sessions that may have a kernel "
+                f"(--max-sessions {self.settings.max_sessions}) are running code or waiting for "
+                "approval; end one (close its MCP session), wait until one finishes, or raise "
+                "--max-sessions"
+            ) from None
+        except IpyboxError as exc:
+            raise ExecutorUnavailable(f"ipybox could not start its kernel: {exc}") from None
+        except RuntimeError:  # Sessions was closed meanwhile
+            raise ExecutorUnavailable("the ipybox MCP server is shutting down") from None
+        client = self._clients.get(key)
+        if client is None or client.executor is not session.executor:
+            if client is not None:  # never while one is parked: a parked execution keeps it busy
+                await self.cancel_parked(key, "the session's kernel was closed")
+            client = ClientSession(key, session.workspace, session.executor, dict(self._pool_failures))
+            notice = session.take_restart_notice()
+            if notice is not None:
+                client.restart_notice = (
+                    f"Note: {notice}; MCP servers registered with register_mcp_server are gone too. "
+                    "Run the setup code again."
+                )
+            client.ready.set()
+            _own_servers(session.executor, lambda name, config: self._register_own(client, name, config))
+            live = set(pool.keys())
+            for stale in [other for other in self._clients if other not in live]:
+                del self._clients[stale]
+            self._clients[key] = client
+            for forgotten in self._remember_workspace(key, session.workspace, live):
+                await asyncio.to_thread(_remove_workspace, self.settings.workspace, forgotten)
+        client.last_used = time.monotonic()
+        return client
+
+    def _remember_workspace(self, key: str, workspace: Path, live: set[str]) -> list[Path]:
+        """Keep the working directory of ``key`` to remove it when the client ends the session or
+        the server stops; returns the oldest of too many closed sessions' directories, to remove."""
+        self._workspaces.pop(key, None)
+        self._workspaces[key] = workspace
+        excess = len(self._workspaces) - _FORGET_WORKSPACES_AFTER
+        if excess <= 0:
+            return []
+        return [self._workspaces.pop(old) for old in [k for k in self._workspaces if k not in live][:excess]]
+
+    async def _register_own(
+        self, client: ClientSession, name: str, config: Mapping[str, Any] | McpServerConfig
+    ) -> RegisteredServer:
+        """``register_mcp_server`` in a keyed session: the connection is the session's own; the
+        API goes to the directory every keyed session imports from (see :class:`_OwnApi`)."""
+        from ipybox_core.codegen import generate_server_package
+        from ipybox_core.executor.executor import RegisteredServer
+
+        executor, key = client.executor, client.key
+        assert executor is not None
+        assert executor._shared is not None
+        assert key is not None
+        shared = executor._shared
+        if name in shared.servers:
+            raise ConfigError(
+                f"MCP server {name!r} comes from the server's config file and is shared by every "
+                "session: register yours under another name"
+            )
+        parsed = parse_server_config(name, config, environ=self.environment.mcp_env)
+        tools = await shared.registry.add(name, parsed)
+        fingerprint = repr(sorted(tools, key=lambda tool: tool.name))
+        own = self._own_apis.get(name)
+        users = {
+            user: other
+            for user, other in (own.users.items() if own is not None else ())
+            if user != key and self._clients.get(user) is not None and self._clients[user].executor is other
+        }
+        if own is not None and users and own.tools != fingerprint:
+            await shared.registry.remove(name)
+            raise ConfigError(
+                f"another client session registered a different MCP server named {name!r}: register "
+                "this one under another name"
+            )
+        if own is None or own.tools != fingerprint:
+            package = await asyncio.to_thread(generate_server_package, name, tools, executor.api_root)
+            own = _OwnApi(fingerprint, package)
+        own.users = {**users, key: executor}
+        self._own_apis[name] = own
+        registered = RegisteredServer(name=name, config=parsed, package=own.package)
+        executor._attach_server(registered)
+        return registered
+
+
+def _own_servers(
+    executor: CodeExecutor,
+    register: Callable[[str, Mapping[str, Any] | McpServerConfig], Coroutine[Any, Any, RegisteredServer]],
+) -> None:
+    """Let a :class:`Sessions` executor (whose servers its ``Sessions`` owns) take the servers its
+    client registers with the ``register_mcp_server`` tool."""
+    executor.register_mcp_server = register  # type: ignore[method-assign,assignment]
 
 
 def _remove_workspace(root: Path, workspace: Path) -> None:

@@ -40,6 +40,9 @@ class McpServerSettings:
     idle_timeout: float = 900.0
     """Over Streamable HTTP: seconds after which an idle session's kernel is stopped (its next
     ``execute_code`` gets a fresh kernel and a note saying so)."""
+    warm_sessions: int = 1
+    """Over Streamable HTTP: kernels kept started for the next new client sessions (0: each new
+    session starts its kernel on its first call)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
@@ -48,6 +51,8 @@ class McpServerSettings:
         for name in ("timeout", "approval_timeout", "install_timeout", "idle_timeout"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if self.warm_sessions < 0:
+            raise ConfigError(f"warm_sessions must be 0 or more, got {self.warm_sessions}")
         if self.max_sessions < 1:
             raise ConfigError(f"max_sessions must be at least 1, got {self.max_sessions}")
         if self.output_limit < 100:

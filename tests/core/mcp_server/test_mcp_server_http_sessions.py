@@ -1,22 +1,27 @@
-"""``ipybox mcp`` over Streamable HTTP: the bearer token, and one kernel per client session."""
+"""``ipybox mcp`` over Streamable HTTP: the bearer token, and one kernel per client session (from a
+``Sessions``: warm pool, idle timeout, ``--max-sessions``)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from mcp import Client
 from mcp_server_kit import (
+    ECHO_SERVER,
     TEST_SERVER,
     ClientActor,
     Elicitations,
     HttpIpybox,
-    descendants,
     start_http_ipybox,
     text_of,
     wait_gone,
@@ -75,8 +80,63 @@ def post(url: str, body: dict[str, object], headers: dict[str, str]) -> int:
 
 
 def session_dirs(workspace: Path) -> set[str]:
+    """The client sessions' working directories (not the warm pool's ``.warm-*`` ones)."""
     root = workspace / SESSIONS_DIR
-    return {entry.name for entry in root.iterdir()} if root.is_dir() else set()
+    return {e.name for e in root.iterdir() if not e.name.startswith(".warm-")} if root.is_dir() else set()
+
+
+async def kernel_pid(client: Client) -> int:
+    """The pid of the kernel behind ``client``'s session."""
+    return int(text_of(await client.call_tool("execute_code", {"code": "import os\nos.getpid()"})))
+
+
+class Modern:
+    """A 2026-07-28 client in raw JSON-RPC: its session is the ``Ipybox-Session`` header, and an
+    approval comes back as an ``InputRequiredResult`` whose ``requestState`` anyone could send."""
+
+    def __init__(self, server: HttpIpybox, session: str) -> None:
+        self.server = server
+        self.session = session
+
+    def call(self, tool: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+        headers = {
+            "Authorization": f"Bearer {self.server.token}",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+            "Ipybox-Session": self.session,
+            "Accept": "application/json, text/event-stream",
+        }
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": meta, **params},
+        }
+        response = httpx.post(self.server.url, json=body, headers=headers, timeout=60)
+        reply: dict[str, Any] = response.json()
+        assert "result" in reply, reply
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    async def acall(self, tool: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self.call, tool, arguments, **params)
+
+    async def answer(self, code: str, asked: dict[str, Any], action: str = "accept") -> dict[str, Any]:
+        """Retry the ``execute_code`` of ``code`` that returned ``asked`` (an InputRequiredResult)."""
+        (key,) = asked["inputRequests"]
+        responses = {key: {"action": action, "content": {}}}
+        return await self.acall(
+            "execute_code", {"code": code}, requestState=asked["requestState"], inputResponses=responses
+        )
+
+
+def text(result: dict[str, Any]) -> str:
+    return "\n".join(block["text"] for block in result.get("content", []) if block.get("type") == "text")
 
 
 # --- the token --------------------------------------------------------------------------------
@@ -223,14 +283,13 @@ async def test_a_pending_approval_does_not_block_another_client(http_ipybox: Htt
 
 @in_module_loop
 async def test_ending_the_session_stops_its_kernel_and_removes_its_directory(http_ipybox: HttpIpybox) -> None:
-    before = descendants(http_ipybox.process.pid)
     dirs_before = session_dirs(http_ipybox.workspace)
     async with ClientActor(http_ipybox.client()) as client:
         await client.call_tool("execute_code", {"code": "open('f.txt', 'w').write('x')"})
-        started = descendants(http_ipybox.process.pid) - before
+        kernel = await kernel_pid(client)
         (mine,) = session_dirs(http_ipybox.workspace) - dirs_before
-    assert started  # the session's kernel
-    assert await wait_gone(started) == set()  # the client's DELETE ended the session
+        assert (http_ipybox.workspace / SESSIONS_DIR / mine / "f.txt").is_file()
+    assert await wait_gone({kernel}) == set()  # the client's DELETE ended the session
     for _ in range(300):
         if mine not in session_dirs(http_ipybox.workspace):
             break
@@ -239,21 +298,116 @@ async def test_ending_the_session_stops_its_kernel_and_removes_its_directory(htt
 
 
 @in_module_loop
+async def test_a_client_cannot_resume_another_sessions_parked_execution(http_ipybox: HttpIpybox) -> None:
+    alice, mallory = Modern(http_ipybox, "alice"), Modern(http_ipybox, "mallory")
+    registered = await alice.acall("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+    assert not registered.get("isError"), registered
+    code = CALL_ADD + "\nopen('continued.txt', 'w').write('yes')"
+    asked = await alice.acall("execute_code", {"code": code})
+    assert asked.get("resultType") == "input_required", asked
+    stolen = await mallory.answer(code, asked)
+    assert stolen.get("isError") and "is gone" in text(stolen), stolen
+    await asyncio.sleep(0.5)
+    assert not list(http_ipybox.workspace.rglob("continued.txt"))  # the code did not go on
+    resumed = await alice.answer(code, asked)  # its own session still can
+    assert "sum 42" in text(resumed), resumed
+    (written,) = http_ipybox.workspace.rglob("continued.txt")
+    assert written.parent.name.startswith("named_alice-")
+
+
+@in_module_loop
+async def test_max_sessions_refuses_a_new_session_until_one_is_closed(tmp_path: Path) -> None:
+    server = start_http_ipybox(tmp_path / "ws", "--max-sessions", "1")
+    try:
+        held = Elicitations(hold=asyncio.Event())
+        first = ClientActor(server.client(elicitations=held))
+        a = await first.__aenter__()
+        await a.call_tool("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+        waiting = asyncio.create_task(a.call_tool("execute_code", {"code": CALL_ADD}))
+        await asyncio.wait_for(held.asked.wait(), 60)  # a's kernel waits for approval: busy
+        async with ClientActor(server.client()) as b:
+            refused = await b.call_tool("execute_code", {"code": "1 + 1"})
+            assert refused.is_error
+            assert "--max-sessions 1" in text_of(refused) and "waiting for approval" in text_of(refused)
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+            await first.__aexit__(None, None, None)  # a ends its session: its slot is free
+            result = await b.call_tool("execute_code", {"code": "1 + 1"})
+            assert text_of(result) == "2"
+    finally:
+        assert server.stop() == 0
+
+
+@in_module_loop
 async def test_an_idle_session_gets_a_new_kernel_and_is_told(tmp_path: Path) -> None:
     server = start_http_ipybox(tmp_path / "ws", "--idle-timeout", "1")
     try:
         async with ClientActor(server.client()) as client:
-            before = descendants(server.process.pid)
             await client.call_tool("execute_code", {"code": "x = 1\nopen('kept.txt', 'w').write('k')"})
-            kernel = descendants(server.process.pid) - before
-            assert kernel
-            assert await wait_gone(kernel) == set()  # reaped while idle
+            kernel = await kernel_pid(client)
+            assert await wait_gone({kernel}) == set()  # closed while idle
             result = await client.call_tool("execute_code", {"code": "open('kept.txt').read()\nx"})
             text = text_of(result)
-            assert text.startswith("Note: this session was idle for more than 1 s, so its kernel was stopped")
+            assert text.startswith(
+                "Note: the Python kernel of this conversation was restarted (after 1 s idle)"
+            )
+            assert "register_mcp_server are gone too" in text
             assert "NameError" in text
             result = await client.call_tool("execute_code", {"code": "open('kept.txt').read()"})
             assert text_of(result) == "'k'"  # told once; files kept
     finally:
         assert server.stop() == 0
     assert session_dirs(tmp_path / "ws") == set()  # removed when the server stopped
+
+
+@in_module_loop
+async def test_a_parked_execution_keeps_its_session_past_the_idle_timeout(tmp_path: Path) -> None:
+    server = start_http_ipybox(tmp_path / "ws", "--idle-timeout", "1")
+    try:
+        alice = Modern(server, "alice")
+        await alice.acall("register_mcp_server", {"name": "test", "config": TEST_SERVER})
+        await alice.acall("execute_code", {"code": "kept = 'still here'"})
+        asked = await alice.acall("execute_code", {"code": CALL_ADD})
+        assert asked.get("resultType") == "input_required", asked
+        started = time.monotonic()
+        while time.monotonic() - started < 3:  # three idle timeouts, waiting for approval
+            await asyncio.sleep(0.2)
+        resumed = await alice.answer(CALL_ADD, asked)
+        assert "sum 42" in text(resumed) and "restarted" not in text(resumed), resumed
+        after = await alice.acall("execute_code", {"code": "kept"})
+        assert text(after) == "'still here'", after
+    finally:
+        assert server.stop() == 0
+
+
+@in_module_loop
+async def test_config_servers_are_shared_by_every_session_and_a_broken_one_is_listed(tmp_path: Path) -> None:
+    config = {"mcpServers": {"test": TEST_SERVER, "broken": {"command": str(tmp_path / "no-such-server")}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    server = start_http_ipybox(tmp_path / "ws", "--yes", "--config", str(tmp_path / "mcp.json"))
+    try:
+        async with ClientActor(server.client()) as a, ClientActor(server.client()) as b:
+            count = "from mcptools.test import count\ncount()"
+            first = text_of(await a.call_tool("execute_code", {"code": count}))
+            second = text_of(await b.call_tool("execute_code", {"code": count}))
+            assert (first, second) == ("1", "2")  # one server process for both sessions
+            for client in (a, b):
+                listing = text_of(await client.call_tool("list_mcp_servers", {}))
+                assert "test: `mcptools.test`" in listing
+                assert "broken: FAILED to start" in listing and "no-such-server" in listing
+            again = await a.call_tool("register_mcp_server", {"name": "test", "config": ECHO_SERVER})
+            assert again.is_error and "shared by every session" in text_of(again)
+            own = await a.call_tool("register_mcp_server", {"name": "mine", "config": ECHO_SERVER})
+            assert not own.is_error, text_of(own)
+            echoed = await a.call_tool(
+                "execute_code", {"code": "from mcptools.mine import echo\necho(text='hi')"}
+            )
+            assert "hi" in text_of(echoed)
+            assert "mine" not in text_of(await b.call_tool("list_mcp_servers", {}))
+            other = await b.call_tool(
+                "execute_code", {"code": "from mcptools.mine import echo\necho(text='hi')"}
+            )
+            assert "no MCP server 'mine' is registered" in text_of(other)  # b has no connection to it
+    finally:
+        assert server.stop() == 0
+    assert server.log.read_text().count("MCP server 'broken' from the config file failed to start") == 1
