@@ -17,6 +17,10 @@ from typing import Protocol, runtime_checkable
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult
+from ipybox_core.remote import RemoteExecutor
+
+Executor = CodeExecutor | RemoteExecutor
+"""A conversation's executor: in this process, or in an ipybox service (``RemoteSessions``)."""
 
 EXECUTE_CODE_DESCRIPTION = (
     "Execute Python code in a stateful IPython kernel and return its output. Variables, imports and "
@@ -68,7 +72,7 @@ class Session(Protocol):
     def key(self) -> str: ...
 
     @property
-    def executor(self) -> CodeExecutor: ...
+    def executor(self) -> Executor: ...
 
     def take_restart_notice(self) -> str | None:
         """A sentence for the model when this conversation's kernel was restarted (once), else None."""
@@ -170,12 +174,28 @@ def render_result(result: ExecutionResult) -> RenderedResult:
     return RenderedResult(text=result.to_text(), images=list(result.images), failed=result.error is not None)
 
 
-def start_execution(executor: CodeExecutor, code: str, timeout: float | None) -> Execution | None:
-    """Start ``code``, or return ``None`` when the executor is busy (tell the model: BUSY_MESSAGE)."""
+def start_execution(
+    executor: Executor, code: str, timeout: float | None, *, call_id: str | None = None
+) -> Execution | None:
+    """Start ``code``, or return ``None`` when the executor is busy (tell the model: BUSY_MESSAGE).
+
+    ``call_id`` (the framework's call id) names the execution in an ipybox service, so that another
+    process can :func:`reattach` to it.
+    """
     try:
+        if isinstance(executor, RemoteExecutor):
+            return executor.stream(code, timeout=timeout, call_id=call_id)
         return executor.stream(code, timeout=timeout)
     except ExecutorBusy:
         return None
+
+
+async def reattach(executor: Executor, call_id: str) -> Execution | None:
+    """The execution of ``call_id`` that waits in an ipybox service although this process never
+    parked it (it was started by another process), or ``None`` (always, for a local executor)."""
+    if isinstance(executor, RemoteExecutor):
+        return await executor.reattach(call_id)
+    return None
 
 
 def describe_failure(error: BaseException) -> str:

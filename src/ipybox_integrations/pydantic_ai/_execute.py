@@ -31,16 +31,18 @@ from pydantic_ai.messages import (
 )
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
+from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult, OutputChunk
 from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
     Conversations,
+    Executor,
     approval_description,
     describe_failure,
     parked_key,
+    reattach,
     render_result,
     start_execution,
     with_notes,
@@ -125,18 +127,26 @@ class CodeRunner:
         if restart:
             notes.insert(0, restart)
         parked = self.suspended.take(key)  # even if it finished meanwhile (an approval timed out)
-        if parked is None:
-            if ctx.tool_call_approved:
-                return with_notes(notes, STALE_APPROVAL_MESSAGE)
-            execution = start_execution(session.executor, code, self.timeout)
-            if execution is None:
-                return with_notes(notes, BUSY_MESSAGE)
-        else:
+        request = parked.request if parked is not None else None
+        if parked is not None:
             execution = parked.execution
+        elif ctx.tool_call_approved:  # parked by another process, in an ipybox service?
+            found = await _reattached(session.executor, call_id)
+            if found is None:
+                return with_notes(notes, STALE_APPROVAL_MESSAGE)
+            execution, stop = found
+            if isinstance(stop, ExecutionResult):
+                return _noted(notes, tool_return(stop))
+            request = stop
+        else:
+            started = start_execution(session.executor, code, self.timeout, call_id=call_id)
+            if started is None:
+                return with_notes(notes, BUSY_MESSAGE)
+            execution = started
         ref = CallRef(conversation, call_id, ctx.run_id)
         try:
-            if parked is not None and parked.request is not None and parked.request.pending:
-                await self._answer_deferred(ctx, ref, session.executor, execution, parked.request)
+            if request is not None and request.pending:
+                await self._answer_deferred(ctx, ref, session.executor, execution, request)
             return _noted(notes, await self._drive(ctx, ref, session.executor, execution))
         except ApprovalRequired:
             if notes:
@@ -148,7 +158,7 @@ class CodeRunner:
             raise
 
     async def _drive(
-        self, ctx: RunContext[Any], ref: CallRef, executor: CodeExecutor, execution: Execution
+        self, ctx: RunContext[Any], ref: CallRef, executor: Executor, execution: Execution
     ) -> ToolReturn | str:
         try:
             async for event in execution:
@@ -168,7 +178,7 @@ class CodeRunner:
         self,
         ctx: RunContext[Any],
         ref: CallRef,
-        executor: CodeExecutor,
+        executor: Executor,
         execution: Execution,
         request: ApprovalRequest,
     ) -> None:
@@ -193,7 +203,7 @@ class CodeRunner:
         self,
         ctx: RunContext[Any],
         ref: CallRef,
-        executor: CodeExecutor,
+        executor: Executor,
         execution: Execution,
         request: ApprovalRequest,
     ) -> None:
@@ -238,8 +248,8 @@ class CodeRunner:
             ctx, ApprovalDecided(approval_id=request.id, name=request.name, approved=approved, reason=reason)
         )
 
-    def _describe(self, executor: CodeExecutor, request: ApprovalRequest) -> str:
-        registered = executor.servers.get(request.server)
+    def _describe(self, executor: Executor, request: ApprovalRequest) -> str:
+        registered = executor.servers.get(request.server) if isinstance(executor, CodeExecutor) else None
         if registered is not None:
             with contextlib.suppress(KeyError):
                 return registered.package.tool(request.tool).description or approval_description(request)
@@ -332,6 +342,18 @@ def tool_return(result: ExecutionResult) -> ToolReturn:
         "images": len(images),
     }
     return ToolReturn(return_value=value, metadata=metadata)
+
+
+async def _reattached(
+    executor: Executor, call_id: str
+) -> tuple[Execution, ApprovalRequest | ExecutionResult] | None:
+    """The service's execution of ``call_id`` and where it stands, when another process parked it."""
+    try:
+        execution = await reattach(executor, call_id)
+        return None if execution is None else (execution, await execution.next_stop())
+    except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        logger.warning("ipybox: could not resume execute_code call %s in the service: %s", call_id, error)
+        return None
 
 
 def _error_message(error: BaseException) -> str:

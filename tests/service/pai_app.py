@@ -1,0 +1,61 @@
+"""A PydanticAI application process on an ipybox service.
+
+``start URL FILE [hold]``: run until ipybox asks for approval, save the message history and the
+deferred requests as JSON to FILE, print ``PARKED`` (and with ``hold``, wait to be killed).
+``answer URL FILE approve|reject``: load FILE and resume the run with that decision; print ``OUTPUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integrations" / "pydantic_ai"))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from pai_kit import ScriptedModel  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
+from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
+from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
+
+from ipybox_core.remote import RemoteSessions  # noqa: E402
+from ipybox_integrations.pydantic_ai import CodeAction, Decision, approval_results  # noqa: E402
+
+STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
+CONVERSATION = "pai-conversation-1"
+REQUESTS = TypeAdapter(DeferredToolRequests)
+
+
+async def main(role: str, url: str, file: Path, extra: str) -> None:
+    model = ScriptedModel(STEPS)
+    async with RemoteSessions(url, client_name=f"pai-{role}") as sessions:
+        agent = Agent(
+            model.model, capabilities=[CodeAction(sessions)], output_type=[str, DeferredToolRequests]
+        )
+        if role == "start":
+            result = await agent.run("go", conversation_id=CONVERSATION)
+            assert isinstance(result.output, DeferredToolRequests), result.output
+            saved = {
+                "history": ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json"),
+                "requests": REQUESTS.dump_python(result.output, mode="json"),
+            }
+            file.write_text(json.dumps(saved))
+            print("PARKED", flush=True)
+            if extra == "hold":
+                await asyncio.Event().wait()
+            return
+        saved = json.loads(file.read_text())
+        history = ModelMessagesTypeAdapter.validate_python(saved["history"])
+        requests = REQUESTS.validate_python(saved["requests"])
+        decision = Decision.approve() if extra == "approve" else Decision.reject("not now")
+        results = approval_results(requests, lambda approval: decision)
+        result = await agent.run(
+            message_history=history, deferred_tool_results=results, conversation_id=CONVERSATION
+        )
+        print("OUTPUT", json.dumps(result.output), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else ""))

@@ -1,0 +1,104 @@
+"""``ipybox serve`` as a real process, and framework application processes that use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from servers import PYTHON, SERVE_SCRIPT
+
+TEST_SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
+TOKEN = "service-test-token-0123456789abcdef"
+APPS = Path(__file__).parent
+
+
+@dataclass
+class Service:
+    """A running ``ipybox serve``: its URL, its token and its stderr log."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    token: str
+    log: Path
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def start_service(workspace: Path, *args: str, timeout: float = 60.0) -> Service:
+    """``ipybox serve`` on a free loopback port with the test MCP server and a fixed token."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    config = workspace.parent / f"{workspace.name}-mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"test": TEST_SERVER}}))
+    log = workspace.parent / f"{workspace.name}-{time.monotonic_ns()}.log"
+    command = [sys.executable, "-m", "ipybox_core.cli", "serve", "--workspace", str(workspace)]
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*command, "--config", str(config), "--port", "0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "IPYBOX_MCP_TOKEN": TOKEN},
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        match = re.search(r"listening on (http://\S+)", log.read_text())
+        if match:
+            return Service(process, match.group(1), TOKEN, log)
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"ipybox serve did not start:\n{log.read_text()}")
+
+
+def run_app(
+    app: str, *args: str, token: str = TOKEN, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the application script ``app`` (in this folder) to its end; its output is returned."""
+    return subprocess.run(
+        [sys.executable, str(APPS / app), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "IPYBOX_MCP_TOKEN": token},
+        check=False,
+    )
+
+
+def start_app(app: str, *args: str, token: str = TOKEN) -> subprocess.Popen[str]:
+    """Start the application script ``app``; read its stdout line by line."""
+    return subprocess.Popen(
+        [sys.executable, str(APPS / app), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "IPYBOX_MCP_TOKEN": token},
+    )
+
+
+def wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = 120.0) -> str:
+    """The first stdout line of ``process`` starting with ``prefix``."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith(prefix):
+            return line.rstrip("\n")
+    process.kill()
+    _, err = process.communicate()
+    raise AssertionError(f"no {prefix!r} line from the application:\n{err}")

@@ -1,0 +1,71 @@
+"""PydanticAI on ``ipybox serve``: a run parked in one process is answered from another (real processes)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from service_kit import Service, run_app, start_app, start_service, wait_for_line
+
+STALE = "no longer waits for an approval"
+
+
+def answer(service: Service, state: Path, decision: str = "approve") -> str:
+    done = run_app("pai_app.py", "answer", service.url, str(state), decision)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
+    return str(json.loads(line.removeprefix("OUTPUT ")))
+
+
+def test_process_b_answers_what_process_a_left_and_the_call_runs_once(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        started = run_app("pai_app.py", "start", service.url, str(state))
+        assert started.returncode == 0 and "PARKED" in started.stdout, started.stderr
+        output = answer(service, state)
+        assert "count 1 kept" in output  # the kernel kept `state`; count() ran once, approved by B
+    finally:
+        assert service.stop() == 0
+
+
+def test_process_a_killed_while_its_approval_waits_is_answered_by_process_b(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        holder = start_app("pai_app.py", "start", service.url, str(state), "hold")
+        wait_for_line(holder, "PARKED")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        output = answer(service, state, "reject")
+        assert "PermissionError" in output and "not now" in output and "count 1" not in output
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    state = tmp_path / "run.json"
+    try:
+        started = run_app("pai_app.py", "start", service.url, str(state))
+        assert started.returncode == 0, started.stderr
+    finally:
+        assert service.stop() == 0
+    restarted = start_service(tmp_path / "ws")
+    try:
+        output = answer(restarted, state)
+        assert STALE in output and "count" not in output.replace("count()", "")
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_an_application_without_the_token_is_refused(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        refused = run_app("pai_app.py", "start", service.url, str(tmp_path / "run.json"), token="wrong-token")
+        assert refused.returncode != 0
+        last = refused.stderr.strip().splitlines()[-1]
+        assert last.startswith("ipybox_core.errors.ServiceError: cannot connect") and "Unauthorized" in last
+    finally:
+        assert service.stop() == 0
