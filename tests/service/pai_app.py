@@ -15,13 +15,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1] / "integrations" / "pydantic_ai"))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from pai_kit import ScriptedModel  # noqa: E402
-from pydantic import TypeAdapter  # noqa: E402
-from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
-from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
+from pai_kit import ScriptedModel
+from pydantic import TypeAdapter
+from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from ipybox_core.remote import RemoteSessions  # noqa: E402
-from ipybox_integrations.pydantic_ai import CodeAction, Decision, approval_results  # noqa: E402
+from ipybox_core.remote import RemoteSessions
+from ipybox_integrations.pydantic_ai import CodeAction, Decision, approval_results
 
 STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
 CONVERSATION = "pai-conversation-1"
