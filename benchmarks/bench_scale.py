@@ -1,10 +1,21 @@
 """Scale benchmark: N concurrent executors on one machine, local kernels vs kernels on a Jupyter
-Kernel Gateway (started here on loopback).
+Kernel Gateway (started here on loopback) vs N sessions of one ``Sessions``.
 
 Run: ``.venv/bin/python benchmarks/bench_scale.py [--levels 1,4,16,32] [--calls 25] [--executions 10]``
-(needs the ``gateway`` extra). Every figure is measured in this run; both backends use the same
+(needs the ``gateway`` extra). Every figure is measured in this run; all backends use the same
 MCP server (the test server over Streamable HTTP, one process for all executors) and
 ``approval="never"``, so the numbers show what the kernel backend costs.
+
+Backends (``--backends``, default ``local,gateway``; ``sessions`` runs with ``local`` unless
+``--no-sessions``):
+
+- ``local``: N ``CodeExecutor`` started side by side (``START_CONCURRENCY`` at a time), each with
+  its own connection to the MCP server; ``start s`` is the time to start them all.
+- ``gateway``: the same with ``kernel_gateway=`` a local Jupyter Kernel Gateway.
+- ``sessions``: one ``Sessions(warm=N)`` (its warm pool filled before the clock starts, no refill
+  while measuring) and N conversations ``await sessions.session(key)`` at once; ``start s`` is
+  the time until all N have their session (the acquire), and the MCP connection is the Sessions'
+  one shared connection. Compared with ``local`` in the same run (``sessions / local``).
 
 Per level N and backend:
 
@@ -36,7 +47,7 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
-from ipybox_core import CodeExecutor
+from ipybox_core import CodeExecutor, Sessions
 from servers.fixtures import start_http_test_server
 from servers.gateway import LocalGateway, kernelgateway_available, start_local_gateway
 
@@ -104,25 +115,48 @@ async def timed_executions(executor: CodeExecutor, rounds: int) -> list[float]:
     return times
 
 
+async def session_executors(n: int, mcp_url: str, base: Path) -> tuple[Sessions, list[CodeExecutor], float]:
+    """N sessions of one ``Sessions`` whose warm pool was filled first; the seconds their acquire took."""
+    sessions = Sessions(
+        root=base / f"sessions-{n}",
+        warm=n,
+        max_sessions=n,
+        idle_timeout=None,
+        mcp_servers={"bench": {"url": mcp_url}},
+        approval="never",
+        timeout=900,
+    )
+    await sessions.start()
+    sessions.warm = 0  # no refill while the level is measured
+    start = time.perf_counter()
+    acquired = await asyncio.gather(*(sessions.session(f"conversation-{i}") for i in range(n)))
+    return sessions, [session.executor for session in acquired], time.perf_counter() - start
+
+
 async def run_level(
     backend: str, n: int, calls: int, executions: int, mcp_url: str, gateway: LocalGateway | None, base: Path
 ) -> Level:
     app_before = memory_mb(os.getpid(), "Rss")
     gateway_before = memory_mb(gateway.process.pid, "Rss") if gateway else 0.0
-    executors = [
-        CodeExecutor(
-            workspace=base / f"{backend}-{n}-{i}",
-            approval="never",
-            timeout=900,
-            kernel_gateway=gateway.config() if gateway else None,
-        )
-        for i in range(n)
-    ]
+    sessions: Sessions | None = None
+    executors: list[CodeExecutor] = []
     try:
-        start = time.perf_counter()
-        await bounded([ex.start for ex in executors], START_CONCURRENCY)
-        start_seconds = time.perf_counter() - start
-        await asyncio.gather(*(ex.register_mcp_server("bench", {"url": mcp_url}) for ex in executors))
+        if backend == "sessions":
+            sessions, executors, start_seconds = await session_executors(n, mcp_url, base)
+        else:
+            executors = [
+                CodeExecutor(
+                    workspace=base / f"{backend}-{n}-{i}",
+                    approval="never",
+                    timeout=900,
+                    kernel_gateway=gateway.config() if gateway else None,
+                )
+                for i in range(n)
+            ]
+            start = time.perf_counter()
+            await bounded([ex.start for ex in executors], START_CONCURRENCY)
+            start_seconds = time.perf_counter() - start
+            await asyncio.gather(*(ex.register_mcp_server("bench", {"url": mcp_url}) for ex in executors))
         warm = await bounded([lambda ex=ex: ex.execute(WARM_UP) for ex in executors], START_CONCURRENCY)
         pids = [int(result.text.strip()) for result in warm]
         rss = statistics.mean(memory_mb(pid, "Rss") for pid in pids)
@@ -140,7 +174,10 @@ async def run_level(
             for ms in times
         ]
     finally:
-        await asyncio.gather(*(ex.close() for ex in executors), return_exceptions=True)
+        if sessions is not None:
+            await sessions.aclose()
+        else:
+            await asyncio.gather(*(ex.close() for ex in executors), return_exceptions=True)
     return Level(
         backend=backend,
         executors=n,
@@ -164,7 +201,7 @@ def report(levels: list[Level]) -> None:
         per_kernel = level.gateway_mb_per_kernel
         gateway = f"{per_kernel:8.1f}M" if per_kernel is not None else "        -"
         print(
-            f"{level.backend:8} {level.executors:3d} {level.start_seconds:8.1f} "
+            f"{level.backend:8} {level.executors:3d} {level.start_seconds:8.3f} "
             f"{level.calls_per_second:8.0f} "
             f"{percentile(level.call_ms, 50):7.2f}ms {percentile(level.call_ms, 99):7.2f}ms "
             f"{percentile(level.execute_ms, 50):7.2f}ms {percentile(level.execute_ms, 99):7.2f}ms "
@@ -172,16 +209,21 @@ def report(levels: list[Level]) -> None:
             f"{level.app_mb_per_executor:8.1f}M {gateway}"
         )
     by_key = {(level.backend, level.executors): level for level in levels}
-    print("gateway / local:")
-    for (backend, n), gateway_level in by_key.items():
-        local = by_key.get(("local", n))
-        if backend != "gateway" or local is None:
+    for other in ("gateway", "sessions"):
+        pairs = [(n, level, by_key.get(("local", n))) for (b, n), level in by_key.items() if b == other]
+        pairs = [(n, level, local) for n, level, local in pairs if local is not None]
+        if not pairs:
             continue
-        print(
-            f"  N={n:<3} throughput x{gateway_level.calls_per_second / local.calls_per_second:.2f}, "
-            f"call p50 x{percentile(gateway_level.call_ms, 50) / percentile(local.call_ms, 50):.2f}, "
-            f"exec p50 x{percentile(gateway_level.execute_ms, 50) / percentile(local.execute_ms, 50):.2f}"
-        )
+        print(f"{other} / local:")
+        for n, level, local in pairs:
+            assert local is not None
+            print(
+                f"  N={n:<3} start x{level.start_seconds / local.start_seconds:.3f}, "
+                f"throughput x{level.calls_per_second / local.calls_per_second:.2f}, "
+                f"call p50 x{percentile(level.call_ms, 50) / percentile(local.call_ms, 50):.2f}, "
+                f"call p99 x{percentile(level.call_ms, 99) / percentile(local.call_ms, 99):.2f}, "
+                f"exec p50 x{percentile(level.execute_ms, 50) / percentile(local.execute_ms, 50):.2f}"
+            )
 
 
 async def main() -> None:
@@ -191,10 +233,18 @@ async def main() -> None:
     parser.add_argument("--levels", default="1,4,16,32", help="numbers of concurrent executors")
     parser.add_argument("--calls", type=int, default=25, help="tool calls per executor and level")
     parser.add_argument("--executions", type=int, default=10, help="tiny executions per executor and level")
-    parser.add_argument("--backends", default="local,gateway")
+    parser.add_argument("--backends", default="local,gateway", help="local, gateway, sessions")
+    parser.add_argument(
+        "--no-sessions", action="store_true", help="do not add the sessions backend next to local"
+    )
     args = parser.parse_args()
     levels = [int(n) for n in args.levels.split(",")]
     backends = args.backends.split(",")
+    if "local" in backends and "sessions" not in backends and not args.no_sessions:
+        backends.insert(backends.index("local") + 1, "sessions")
+    unknown = set(backends) - {"local", "gateway", "sessions"}
+    if unknown:
+        sys.exit(f"unknown backends: {', '.join(sorted(unknown))} (local, gateway, sessions)")
     if "gateway" in backends and not kernelgateway_available():
         sys.exit("the gateway backend needs the gateway extra: pip install 'ipybox[gateway]'")
 
