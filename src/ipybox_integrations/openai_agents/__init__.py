@@ -14,6 +14,9 @@ while result.interruptions:
     result = await Runner.run(agent, state)
 ```
 
+``CodeActionTool(sessions, key=lambda ctx: ctx.context["user"])`` (an ``ipybox_core.Sessions``) gives
+each conversation its own kernel instead of one shared ``executor``.
+
 Needs ipybox's ``openai-agents`` extra (in an ipybox checkout: ``pip install -e '.[openai-agents]'``).
 """
 

@@ -1,11 +1,12 @@
 """Runs code in the executor, one nested "model turn" per stop: an MCP call to approve, or the end.
 
 The hidden kernel agent's :class:`KernelModel` asks :meth:`KernelDriver.step` what it "generates".
-A fresh ``execute_code`` invocation starts the code; each held MCP call becomes a function call of
-the matching proxy tool (call id ``ipybox-<execution>-<n>``) and the execution is parked under that
-id. When the SDK resumes with the proxy's output, the driver rejects the request if the proxy did
-not run (the user rejected it; the output is the rejection message) and continues the parked
-execution to its next stop. The finished execution becomes the nested run's final message.
+A fresh ``execute_code`` invocation starts the code in its conversation's executor; each held MCP
+call becomes a function call of the matching proxy tool (call id ``ipybox-<execution>-<n>``) and the
+execution is parked under (conversation, that id). When the SDK resumes with the proxy's output,
+the driver rejects the request if the proxy did not run (the user rejected it; the output is the
+rejection message) and continues the parked execution to its next stop. The finished execution
+becomes the nested run's final message.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from agents import TResponseInputItem
@@ -26,15 +25,10 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, IpyboxError
-from ipybox_core.executor import CodeExecutor, Execution, ExecutionEvent, ExecutionResult
+from ipybox_core.executor import Execution, ExecutionEvent, ExecutionResult
 from ipybox_core.suspended import SuspendedExecutions
-from ipybox_integrations._session import (
-    BUSY_MESSAGE,
-    RenderedResult,
-    describe_failure,
-    render_result,
-    start_execution,
-)
+from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, render_result, start_execution
+from ipybox_integrations.openai_agents._invocation import Invocation, ParkedCall, current_invocation
 from ipybox_integrations.openai_agents._proxies import ProxyTools, request_identity
 
 logger = logging.getLogger(__name__)
@@ -52,35 +46,7 @@ DEFAULT_REJECTION = "the user rejected the call"
 UNKNOWN_TOOL_REASON = (
     "this MCP server was registered after execute_code started; call execute_code again to use it"
 )
-
-
-@dataclass
-class Invocation:
-    """One invocation of the ``execute_code`` tool (a fresh call or a resume after a decision)."""
-
-    call_id: str
-    execution: Execution | None = None
-    waiting_on: str | None = None
-    """The nested call id the execution is parked under, if it stopped for an approval."""
-    rendered: RenderedResult | None = None
-    """The finished execution's text and images."""
-
-
-_current: ContextVar[Invocation | None] = ContextVar("ipybox_openai_agents_invocation", default=None)
-
-
-@contextlib.contextmanager
-def invocation_scope(invocation: Invocation) -> Any:
-    """Make ``invocation`` the current one for the nested run started inside this block."""
-    token = _current.set(invocation)
-    try:
-        yield invocation
-    finally:
-        _current.reset(token)
-
-
-def current_invocation() -> Invocation | None:
-    return _current.get()
+NOT_INVOKED_MESSAGE = "Error: the kernel agent runs only inside CodeActionTool's execute_code."
 
 
 class KernelDriver:
@@ -88,15 +54,13 @@ class KernelDriver:
 
     def __init__(
         self,
-        executor: CodeExecutor,
-        suspended: SuspendedExecutions,
+        suspended: SuspendedExecutions[ParkedCall],
         proxies: ProxyTools,
         *,
         ask: bool,
         timeout: float | None,
         on_event: EventHook | None,
     ) -> None:
-        self._executor = executor
         self._suspended = suspended
         self._proxies = proxies
         self._ask = ask
@@ -107,20 +71,22 @@ class KernelDriver:
         """The nested model's next output for ``model_input`` (the nested run's history)."""
         items = [_as_dict(item) for item in model_input] if isinstance(model_input, list) else []
         last = items[-1] if items else {"role": "user", "content": model_input}
-        invocation = current_invocation() or Invocation(call_id="")
+        invocation = current_invocation()
+        if invocation is None:
+            return [_message(NOT_INVOKED_MESSAGE)]
         if last.get("type") == "function_call_output":
             return await self._resume(str(last.get("call_id")), _text_of(last.get("output")), invocation)
         return await self._start(_code_of(last.get("content")), invocation)
 
     async def _start(self, code: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        execution = start_execution(self._executor, code, self._timeout)
+        execution = start_execution(invocation.executor, code, self._timeout)
         if execution is None:
             return [_message(BUSY_MESSAGE)]
         invocation.execution = execution
         return await self._advance(uuid.uuid4().hex[:12], 0, execution, invocation)
 
     async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        parked = self._suspended.take(call_id)
+        parked = self._suspended.take(invocation.parked_key(call_id))
         if parked is None:
             return [_message(LOST_MESSAGE)]
         request = parked.request
@@ -147,8 +113,10 @@ class KernelDriver:
                     else:
                         count += 1
                         call_id = f"{CALL_PREFIX}{execution_id}-{count}"
-                        self._suspended.park(call_id, execution, event, None)
-                        invocation.waiting_on = call_id
+                        key = invocation.parked_key(call_id)
+                        parked = ParkedCall(invocation.conversation, invocation.call_id, call_id)
+                        self._suspended.park(key, execution, event, parked)
+                        invocation.waiting_on = key
                         return [_function_call(call_id, event)]
                 elif isinstance(event, ExecutionResult):
                     invocation.rendered = render_result(event)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from agents import ToolOutputImage, ToolOutputText
 
-from ipybox_integrations._session import RenderedResult
+from ipybox_integrations._session import RenderedResult, with_notes
 
 ImageDetail: TypeAlias = Literal["low", "high", "auto"]
 
@@ -24,3 +24,12 @@ def tool_output(
 
 def png_data_url(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def noted_output(notes: list[str], output: Any) -> Any:
+    """``output`` (text, or text then images) with ``notes`` in front of its text."""
+    if not notes:
+        return output
+    if isinstance(output, list) and output and isinstance(output[0], ToolOutputText):
+        return [ToolOutputText(text=with_notes(notes, output[0].text)), *output[1:]]
+    return with_notes(notes, "" if output is None else str(output))

@@ -18,19 +18,23 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, SuspendedExecutions
 from ipybox_integrations._session import (
+    ABANDONED_MESSAGE,
+    DEFAULT_SESSION_KEY,
     EXECUTE_CODE_DESCRIPTION,
+    Conversations,
+    SessionSource,
     approval_description,
-    prompt_section,
+    with_notes,
 )
-from ipybox_integrations.openai_agents._driver import (
-    EventHook,
+from ipybox_integrations.openai_agents._driver import EventHook, KernelDriver
+from ipybox_integrations.openai_agents._invocation import (
     Invocation,
-    KernelDriver,
+    ParkedCall,
     current_invocation,
     invocation_scope,
 )
 from ipybox_integrations.openai_agents._kernel_model import KernelModel
-from ipybox_integrations.openai_agents._output import ImageDetail, tool_output
+from ipybox_integrations.openai_agents._output import ImageDetail, noted_output, tool_output
 from ipybox_integrations.openai_agents._proxies import McpApprovalPolicy, ProxyTools
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,16 @@ CodeApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], dict[str, Any]
 
 Instructions: TypeAlias = Callable[[RunContextWrapper[Any], Agent[Any]], "str | Awaitable[str]"]
 """An ``Agent.instructions`` callable."""
+
+ConversationKey: TypeAlias = Callable[[RunContextWrapper[Any]], "str | None"]
+"""Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.context.user_id``."""
+
+ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
+
+LOCAL_ONLY = (
+    "CodeActionTool runs code in local kernels (a CodeExecutor or Sessions); sessions of an ipybox "
+    "service (RemoteSessions) are not supported by the OpenAI Agents adapter yet"
+)
 
 NESTED_MAX_TURNS = 100_000
 """Each MCP call that asks for approval is one turn of the nested kernel run (SDK default: 10)."""
@@ -54,13 +68,26 @@ class ExecuteCodeArgs(BaseModel):
 class CodeActionTool:
     """ipybox's ``execute_code`` tool for an OpenAI Agents SDK agent.
 
+    ``CodeActionTool(executor)`` runs every conversation's code in one :class:`CodeExecutor`;
+    ``CodeActionTool(sessions)`` (an ``ipybox_core.Sessions``) gives each conversation its own kernel.
+    The conversation is ``key(run_context)``, e.g. ``key=lambda ctx: ctx.context.user_id`` with
+    ``Runner.run(..., context=...)``. Without ``key`` every run is one conversation
+    (``DEFAULT_SESSION_KEY``): the SDK does not show a tool the ``Session`` given to ``Runner.run``,
+    so pass ``key=`` whenever runs of different conversations share this tool.
+
     ``tool`` is the SDK tool to put into ``Agent(tools=[...])``; :meth:`instructions` composes the
-    agent's instructions with the kernel guide and the executor's MCP API reference. Each MCP call
+    agent's instructions with the kernel guide and the MCP API reference. Each MCP call
     made by the code that the executor's approval policy leaves to the application surfaces as a
     regular ``ToolApprovalItem`` in ``result.interruptions`` (``item.tool_name`` is the MCP tool,
     ``item.tool_namespace`` its server, ``item.arguments`` the call's JSON arguments); decide it with
     ``state.approve(item)`` / ``state.reject(item, rejection_message=...)`` and resume with
     ``Runner.run(agent, state)``. A rejection raises ``PermissionError`` in the code.
+
+    A new run of a conversation (``Runner.run(agent, input)``, not the waiting state) moves on: its
+    first model call (through :meth:`instructions`) cancels the execution still waiting in that
+    conversation, so the pending MCP call never runs, and the model is told on its next
+    ``execute_code`` result. A conversation whose kernel was restarted (``Sessions`` idle timeout,
+    ``close_session``) gets a restart notice in front of its next result.
 
     - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
       ``(run_context, ApprovalRequest) -> bool`` (may be async) deciding per call.
@@ -83,8 +110,9 @@ class CodeActionTool:
 
     def __init__(
         self,
-        executor: CodeExecutor,
+        executor: CodeExecutor | SessionSource,
         *,
+        key: ConversationKey | None = None,
         needs_approval: bool | McpApprovalPolicy = True,
         code_needs_approval: bool | CodeApprovalPolicy = False,
         name: str = "execute_code",
@@ -95,13 +123,16 @@ class CodeActionTool:
         image_detail: ImageDetail = "auto",
         reference_max_chars: int | None = None,
     ) -> None:
-        self.executor = executor
+        self.conversations = Conversations(executor)
+        self.executor: CodeExecutor | None = self.conversations.executor
+        """The one executor every conversation uses (``None`` when given ``Sessions``)."""
+        self.key = key
         self.image_detail: ImageDetail = image_detail
         self.reference_max_chars = reference_max_chars
-        self._suspended = SuspendedExecutions(abandon_after=abandon_after)
+        self._suspended: SuspendedExecutions[ParkedCall] = SuspendedExecutions(abandon_after=abandon_after)
+        self._notes: dict[str, list[str]] = {}
         self._proxies = ProxyTools(self._suspended, needs_approval)
         driver = KernelDriver(
-            executor,
             self._suspended,
             self._proxies,
             ask=needs_approval is not False,
@@ -113,7 +144,8 @@ class CodeActionTool:
         # RunConfig(model=...) would replace the kernel model with the LLM.
         self._nested_config = RunConfig(model=model, workflow_name=f"ipybox {name}")
         self._kernel_agent: Agent[Any] = Agent(name=f"{name}_ipybox_kernel", model=model)
-        self._sync_tools()
+        if self.executor is not None:
+            self._sync_tools(self.executor)
         tool = self._kernel_agent.as_tool(
             tool_name=name,
             tool_description=description,
@@ -130,23 +162,29 @@ class CodeActionTool:
         self.tool: FunctionTool = tool
         """The ``execute_code`` tool for ``Agent(tools=[...])``."""
 
+    def conversation_of(self, context: RunContextWrapper[Any]) -> str:
+        """The conversation (kernel) of a run: ``key(context)``, else ``DEFAULT_SESSION_KEY``."""
+        return (self.key(context) if self.key is not None else None) or DEFAULT_SESSION_KEY
+
     # --- prompt -----------------------------------------------------------------------------
 
     def prompt(self) -> str:
-        """The kernel guide and the API reference of the executor's MCP tools (recomputed each call)."""
-        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+        """The kernel guide and the API reference of the MCP tools (recomputed each call)."""
+        return self.conversations.prompt_section(max_chars=self.reference_max_chars)
 
     def instructions(self, base: str | Instructions | None = None) -> Instructions:
         """``Agent.instructions`` for ``base`` (a string or instructions callable) plus :meth:`prompt`.
 
-        The result is a callable, so servers registered later appear in the next model call.
+        The result is a callable, so servers registered later appear in the next model call. It
+        is also where a new run moves on: it cancels what still waits in the run's conversation.
         """
 
         async def compose(context: RunContextWrapper[Any], agent: Agent[Any]) -> str:
+            notes = await self._move_on(self.conversation_of(context))
             text = base(context, agent) if callable(base) else base
             if inspect.isawaitable(text):
                 text = await text
-            return "\n\n".join(part for part in (text, self.prompt()) if part)
+            return "\n\n".join(part for part in (text, self.prompt(), *notes) if part)
 
         return compose
 
@@ -158,7 +196,7 @@ class CodeActionTool:
 
     def request_for(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The held ipybox request behind an interruption (server, tool, args, annotations), if live."""
-        parked = self._suspended.get(item.call_id or "")
+        parked = next((p for p in self._suspended.values() if p.context.nested_call_id == item.call_id), None)
         return parked.request if parked is not None else None
 
     def describe(self, item: ToolApprovalItem) -> str:
@@ -179,32 +217,53 @@ class CodeActionTool:
         """How many executions wait for a decision."""
         return len(self._suspended)
 
-    async def cancel_suspended(self, *, reason: str | None = None) -> int:
-        """Cancel every execution waiting for a decision (its pending call is rejected); returns how many."""
-        return await self._suspended.cancel_all(reason)
+    async def cancel_suspended(self, *, reason: str | None = None, conversation: str | None = None) -> int:
+        """Cancel the executions waiting for a decision (their pending calls are rejected), all or
+        one ``conversation``'s; returns how many."""
+        return await self._suspended.cancel_all(
+            reason, where=None if conversation is None else lambda p: p.context.conversation == conversation
+        )
 
     async def aclose(self) -> None:
         """Cancel the executions waiting for a decision (the executor is the application's to close)."""
         await self.cancel_suspended()
 
+    async def _move_on(self, conversation: str) -> list[str]:
+        """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
+        if await self.cancel_suspended(reason=ABANDONED_REASON, conversation=conversation):
+            self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
+        return list(self._notes.get(conversation, ()))
+
     # --- the tool's invocation --------------------------------------------------------------
 
     async def _invoke(self, context: ToolContext[Any], arguments: str) -> Any:
-        self._sync_tools()
+        conversation = self.conversation_of(context)
+        session = await self.conversations.session(conversation)
+        if not isinstance(session.executor, CodeExecutor):
+            raise TypeError(LOCAL_ONLY)
+        notes = self._notes.pop(conversation, [])
+        restart = session.take_restart_notice()
+        if restart:
+            notes.insert(0, restart)
+        self._sync_tools(session.executor)
         self._follow_tracing(context)
-        invocation = Invocation(call_id=context.tool_call_id)
+        invocation = Invocation(context.tool_call_id, conversation, session.executor)
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)
             except Exception as error:
                 logger.warning("execute_code failed: %s: %s", type(error).__name__, error)
                 await self._abandon(invocation)
-                return f"Error: execute_code failed ({type(error).__name__}: {error})."
+                return with_notes(notes, f"Error: execute_code failed ({type(error).__name__}: {error}).")
             except BaseException:
                 await self._abandon(invocation)
+                self._notes.setdefault(conversation, [])[:0] = notes
                 raise
+        if self._waiting(invocation):  # the model sees this call's output later: keep the notes
+            self._notes.setdefault(conversation, [])[:0] = notes
+            return output
         await self._settle(invocation)
-        return output
+        return noted_output(notes, output)
 
     async def _extract(self, run_result: Any) -> Any:
         invocation = current_invocation()
@@ -212,14 +271,18 @@ class CodeActionTool:
             return str(run_result.final_output or "")
         return tool_output(invocation.rendered, self.image_detail)
 
+    def _waiting(self, invocation: Invocation) -> bool:
+        """True while this call's execution waits for a decision (its output is not final)."""
+        return any(
+            p.context.conversation == invocation.conversation and p.context.call_id == invocation.call_id
+            for p in self._suspended.values()
+        )
+
     async def _settle(self, invocation: Invocation) -> None:
         """Never leave code running once the tool returned, unless it waits for a decision."""
         execution = invocation.execution
-        if execution is None or execution.done:
-            return
-        if invocation.waiting_on is not None and invocation.waiting_on in self._suspended:
-            return
-        await execution.cancel("execute_code returned before the code finished")
+        if execution is not None and not execution.done:
+            await execution.cancel("execute_code returned before the code finished")
 
     async def _abandon(self, invocation: Invocation) -> None:
         if invocation.waiting_on is not None:
@@ -228,8 +291,8 @@ class CodeActionTool:
             with contextlib.suppress(Exception):
                 await invocation.execution.cancel("execute_code failed")
 
-    def _sync_tools(self) -> None:
-        if self._proxies.sync(self.executor):
+    def _sync_tools(self, executor: CodeExecutor) -> None:
+        if self._proxies.sync(executor):
             self._kernel_agent.tools = list(self._proxies.tools)
 
     def _follow_tracing(self, context: ToolContext[Any]) -> None:

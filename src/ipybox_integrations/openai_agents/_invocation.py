@@ -1,0 +1,55 @@
+"""The ``execute_code`` invocation in progress, visible to the nested kernel run and its proxies."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from ipybox_core.executor import CodeExecutor, Execution
+from ipybox_integrations._session import RenderedResult, parked_key
+
+
+@dataclass(frozen=True)
+class ParkedCall:
+    """Whose execution is parked: the conversation and the outer ``execute_code`` call id."""
+
+    conversation: str
+    call_id: str
+    nested_call_id: str
+
+
+@dataclass
+class Invocation:
+    """One invocation of the ``execute_code`` tool (a fresh call or a resume after a decision)."""
+
+    call_id: str
+    conversation: str
+    executor: CodeExecutor
+    execution: Execution | None = None
+    waiting_on: str | None = None
+    """The key the execution is parked under, if it stopped for an approval."""
+    rendered: RenderedResult | None = None
+    """The finished execution's text and images."""
+
+    def parked_key(self, nested_call_id: str) -> str:
+        """The key of an execution of this conversation parked under a nested proxy call id."""
+        return parked_key(self.conversation, nested_call_id)
+
+
+_current: ContextVar[Invocation | None] = ContextVar("ipybox_openai_agents_invocation", default=None)
+
+
+@contextlib.contextmanager
+def invocation_scope(invocation: Invocation) -> Iterator[Invocation]:
+    """Make ``invocation`` the current one for the nested run started inside this block."""
+    token = _current.set(invocation)
+    try:
+        yield invocation
+    finally:
+        _current.reset(token)
+
+
+def current_invocation() -> Invocation | None:
+    return _current.get()
