@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
-from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, start_execution
-from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, result_content
+from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failure, start_execution
+from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import apply_decision, hitl_request, parse_response
 from ipybox_integrations.langchain._settings import ToolSettings
 
@@ -16,9 +16,14 @@ NO_APPROVER = (
 )
 
 
-async def run_with_callback(settings: ToolSettings, code: str) -> ContentBlocks:
-    """Run ``code`` to the end, asking ``settings.approval_callback`` about every MCP call."""
-    execution = start_execution(settings.executor, code, settings.timeout)
+async def run_with_callback(settings: ToolSettings, code: str, thread_id: str) -> ContentBlocks:
+    """Run ``code`` in the thread's kernel to the end, asking ``settings.approval_callback`` per MCP call."""
+    session, notes = await settings.session(thread_id)
+    return await noted(notes, _run(settings, session.executor, code))
+
+
+async def _run(settings: ToolSettings, executor: Executor, code: str) -> ContentBlocks:
+    execution = start_execution(executor, code, settings.timeout)
     if execution is None:
         raise ExecuteCodeError(BUSY_MESSAGE)
     async with execution:  # cancels the code if anything below fails

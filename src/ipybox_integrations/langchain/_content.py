@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, overload
 
 from langchain_core.messages.content import create_image_block, create_text_block
 from langchain_core.tools import ToolException
 
 from ipybox_core.executor import ExecutionResult
-from ipybox_integrations._session import render_result
+from ipybox_integrations._session import render_result, with_notes
 
 ContentBlocks = list[dict[str, Any]]
 
@@ -44,6 +45,31 @@ def error_content(error: ToolException) -> str | ContentBlocks:
     if isinstance(error, ExecuteCodeError):
         return error.content
     return str(error)
+
+
+async def noted(notes: list[str], content: Awaitable[ContentBlocks]) -> ContentBlocks:
+    """The awaited content, or the content of its :class:`ExecuteCodeError`, preceded by ``notes``."""
+    try:
+        blocks = await content
+    except ExecuteCodeError as error:
+        if not notes:
+            raise
+        raise ExecuteCodeError(_prefixed(notes, error.content)) from error
+    return _prefixed(notes, blocks)
+
+
+@overload
+def _prefixed(notes: list[str], content: str) -> str: ...
+@overload
+def _prefixed(notes: list[str], content: ContentBlocks) -> ContentBlocks: ...
+def _prefixed(notes: list[str], content: str | ContentBlocks) -> str | ContentBlocks:
+    if not notes:
+        return content
+    if isinstance(content, str):
+        return with_notes(notes, content)
+    if content and content[0].get("type") == "text":
+        return [{**content[0], "text": with_notes(notes, str(content[0]["text"]))}, *content[1:]]
+    return [dict(create_text_block("\n\n".join(notes))), *content]
 
 
 def _text_of(blocks: ContentBlocks) -> str:

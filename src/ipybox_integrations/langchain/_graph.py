@@ -18,8 +18,14 @@ from langgraph.types import interrupt
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_core.executor import ExecutionResult
-from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, start_execution
-from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, result_content
+from ipybox_integrations._session import (
+    BUSY_MESSAGE,
+    describe_failure,
+    parked_key,
+    start_execution,
+    with_notes,
+)
+from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
     apply_decision,
     decisions_for,
@@ -31,10 +37,10 @@ from ipybox_integrations.langchain._sessions import (
     CallState,
     Parked,
     Store,
-    call_key,
     discard,
     of_thread,
     suspended_of,
+    thread_of,
 )
 from ipybox_integrations.langchain._settings import ToolSettings
 
@@ -63,17 +69,21 @@ def interrupts_available() -> bool:
 
 async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) -> ContentBlocks:
     """Run (or continue) the execution of this tool call, interrupting for every approval request."""
-    thread_id = str(runtime.config.get("configurable", {}).get("thread_id", ""))
+    thread_id = thread_of(runtime.config)
     tool_call_id = runtime.tool_call_id or ""
-    store = suspended_of(settings.executor)
+    store = suspended_of(settings.source)
     await store.settle()  # an execution abandoned meanwhile is cancelled before anything else runs
-    parked = store.get(call_key(thread_id, tool_call_id))
+    parked = store.get(parked_key(thread_id, tool_call_id))
     if parked is None:
         if _answered_before():  # its execution was cancelled or belonged to another process
             raise ExecuteCodeError(LOST_MESSAGE)
         parked = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
     for _ in range(parked.context.answered):
         interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
+    return await noted(parked.context.notes, _drive(settings, store, parked))
+
+
+async def _drive(settings: ToolSettings, store: Store, parked: Parked) -> ContentBlocks:
     while True:
         if parked.request is None:
             stop = await _next_stop(store, parked)
@@ -129,11 +139,12 @@ async def _start(
         if current_call_ids is None or other.context.tool_call_id in current_call_ids:
             raise ExecuteCodeError(BUSY_MESSAGE)  # a parallel execute_code call of the same model turn
         await store.cancel(other.key, ABANDONED_REASON)  # left behind by an earlier turn
-    execution = start_execution(settings.executor, code, settings.timeout)
+    session, notes = await settings.session(thread_id)
+    execution = start_execution(session.executor, code, settings.timeout)
     if execution is None:
-        raise ExecuteCodeError(BUSY_MESSAGE)
-    state = CallState(thread_id, tool_call_id)
-    return store.park(call_key(thread_id, tool_call_id), execution, None, state, abandon_after=None)
+        raise ExecuteCodeError(with_notes(notes, BUSY_MESSAGE))
+    state = CallState(thread_id, tool_call_id, notes=notes)
+    return store.park(parked_key(thread_id, tool_call_id), execution, None, state, abandon_after=None)
 
 
 def _current_call_ids(runtime: ToolRuntime) -> set[str] | None:

@@ -1,18 +1,24 @@
 """Suspended ``execute_code`` runs, kept between LangGraph runs by (thread, tool call).
 
 An interrupt ends the graph run but not the code: the kernel waits inside the MCP call. The
-execution is parked in the executor's :class:`~ipybox_core.suspended.SuspendedExecutions` (one per
-executor, so an agent rebuilt around the same executor and checkpointer resumes it) from the start of
-the call until it returns; the abandonment timer runs only while a question waits for its answer.
+execution is parked in the :class:`~ipybox_core.suspended.SuspendedExecutions` of what the tool was
+given (one per executor or ``Sessions``, so an agent rebuilt around the same one and checkpointer
+resumes it) from the start of the call until it returns; the abandonment timer runs only while a
+question waits for its answer.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.config import get_config
 
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
+from ipybox_integrations._session import SessionSource
 
 CANCELLED_REASON = "cancelled by the application"
 EXPIRED_REASON = "the approval request was not answered in time"
@@ -28,25 +34,33 @@ class CallState:
     """How many of this call's interrupts LangGraph has answered (replayed on every re-entry)."""
     surfaced: int | None = None
     """Index of the last interrupt shown to the human (only an answer to a shown question counts)."""
+    notes: list[str] = field(default_factory=list)
+    """What the model must read before the result (a restart notice), across the call's re-entries."""
 
 
 Parked = SuspendedExecution[CallState]
 """One ``execute_code`` call whose execution lives across graph runs (``request``: the open question)."""
 Store = SuspendedExecutions[CallState]
 
-_STORES: weakref.WeakKeyDictionary[CodeExecutor, Store] = weakref.WeakKeyDictionary()
+_STORES: weakref.WeakKeyDictionary[CodeExecutor | SessionSource, Store] = weakref.WeakKeyDictionary()
 
 
-def suspended_of(executor: CodeExecutor) -> Store:
-    """The suspended calls of ``executor`` (shared by every tool and middleware built on it)."""
-    store = _STORES.get(executor)
+def suspended_of(source: CodeExecutor | SessionSource) -> Store:
+    """The suspended calls of ``source`` (shared by every tool and middleware built on it)."""
+    store = _STORES.get(source)
     if store is None:
-        store = _STORES[executor] = SuspendedExecutions(abandon_after=None, abandon_reason=EXPIRED_REASON)
+        store = _STORES[source] = SuspendedExecutions(abandon_after=None, abandon_reason=EXPIRED_REASON)
     return store
 
 
-def call_key(thread_id: str, tool_call_id: str) -> str:
-    return f"{thread_id}\x00{tool_call_id}"
+def thread_of(config: Mapping[str, Any] | None = None) -> str:
+    """The LangGraph ``thread_id`` of ``config`` (default: the running graph's), ``""`` if none."""
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # not inside a graph
+            return ""
+    return str(config.get("configurable", {}).get("thread_id") or "")
 
 
 def of_thread(store: Store, thread_id: str) -> list[Parked]:
@@ -60,7 +74,7 @@ def discard(store: Store, parked: Parked) -> None:
 
 
 async def cancel_suspended(
-    executor: CodeExecutor, *, thread_id: str | None = None, reason: str | None = None
+    executor: CodeExecutor | SessionSource, *, thread_id: str | None = None, reason: str | None = None
 ) -> int:
     """Cancel the executions that wait for an approval (of ``thread_id``, or all); returns how many.
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
 
 from ipybox_core.executor import CodeExecutor
+from ipybox_integrations._session import Conversations, Session, SessionSource
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 
 ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
@@ -16,9 +17,20 @@ ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
 
 @dataclass(frozen=True)
 class ToolSettings:
-    executor: CodeExecutor
+    source: CodeExecutor | SessionSource
+    """One executor shared by every thread, or ``Sessions`` (one kernel per thread)."""
     allowed_decisions: tuple[DecisionName, ...]
     approval_callback: ApprovalCallback | None
     describe: Describe
     timeout: float | None
     abandon_after: float | None
+    conversations: Conversations = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conversations", Conversations(self.source))
+
+    async def session(self, thread_id: str) -> tuple[Session, list[str]]:
+        """The thread's session, and the notes the model must read first (its restart notice)."""
+        session = await self.conversations.session(thread_id)
+        notice = session.take_restart_notice()
+        return session, [notice] if notice else []

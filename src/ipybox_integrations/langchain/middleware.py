@@ -8,15 +8,14 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
-from ipybox_integrations._session import prompt_section
+from ipybox_integrations._session import Conversations, SessionSource
 from ipybox_integrations.langchain._graph import ABANDONED_REASON
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
-from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of
+from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of, thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback
 from ipybox_integrations.langchain.tool import execute_code_tool
 
@@ -26,10 +25,12 @@ ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Makes a ``create_agent`` agent act by writing Python: ``middleware=[CodeActionMiddleware(executor)]``.
 
-    Registers the ``execute_code`` tool (see :func:`execute_code_tool` for the approval flow and the
-    parameters) and appends the code-execution guide plus ``executor.api_reference()`` to the system
-    prompt the agent already has (recomputed for every model call, so servers registered later
-    show up). Set ``prompt=False`` to leave the system prompt alone.
+    ``executor`` is one :class:`CodeExecutor` shared by every thread, or an ``ipybox_core.Sessions``
+    giving each LangGraph ``thread_id`` its own kernel. Registers the ``execute_code`` tool (see
+    :func:`execute_code_tool` for the approval flow and the parameters) and appends the
+    code-execution guide plus the MCP tools' ``api_reference()`` to the system prompt the agent
+    already has (recomputed for every model call, so servers registered later show up). Set
+    ``prompt=False`` to leave the system prompt alone.
 
     When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
     execution is cancelled: the conversation moved on. Use the agent asynchronously
@@ -38,7 +39,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(
         self,
-        executor: CodeExecutor,
+        executor: CodeExecutor | SessionSource,
         *,
         approval_callback: ApprovalCallback | None = None,
         allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
@@ -49,7 +50,10 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         reference_max_chars: int | None = None,
     ) -> None:
         super().__init__()
-        self.executor = executor
+        self.conversations = Conversations(executor)
+        self.executor: CodeExecutor | None = self.conversations.executor
+        """The one executor every thread uses (``None`` when given ``Sessions``)."""
+        self._source = executor
         self.prompt = prompt
         self.reference_max_chars = reference_max_chars
         self.tools = [
@@ -65,19 +69,19 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def prompt_section(self) -> str:
         """The text appended to the system prompt."""
-        return prompt_section(self.executor, max_chars=self.reference_max_chars)
+        return self.conversations.prompt_section(max_chars=self.reference_max_chars)
 
     @property
     def suspended(self) -> int:
-        """How many ``execute_code`` calls on this executor are in progress or wait for a decision."""
-        return len(suspended_of(self.executor))
+        """How many ``execute_code`` calls are in progress or wait for a decision (over all threads)."""
+        return len(suspended_of(self._source))
 
     async def cancel_suspended(self, *, thread_id: str | None = None, reason: str | None = None) -> int:
         """Cancel the executions waiting for a decision (of ``thread_id``, or all); returns how many."""
-        return await cancel_suspended(self.executor, thread_id=thread_id, reason=reason)
+        return await cancel_suspended(self._source, thread_id=thread_id, reason=reason)
 
     async def aclose(self) -> None:
-        """Cancel the executions waiting for a decision (the executor is the application's to close)."""
+        """Cancel the executions waiting for a decision (closing the executor is the application's job)."""
         await self.cancel_suspended()
 
     def wrap_model_call(
@@ -99,9 +103,9 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         # Runs for new input only, never when a run is resumed: whatever still waits here was abandoned.
-        thread_id = get_config().get("configurable", {}).get("thread_id")
-        if thread_id is not None:
-            await self.cancel_suspended(thread_id=str(thread_id), reason=ABANDONED_REASON)
+        thread_id = thread_of()
+        if thread_id:
+            await self.cancel_suspended(thread_id=thread_id, reason=ABANDONED_REASON)
         return None
 
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:

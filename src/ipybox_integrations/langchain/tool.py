@@ -9,18 +9,19 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
-from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION
+from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, SessionSource
 from ipybox_integrations.langchain._callback import run_with_callback
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
 from ipybox_integrations.langchain._graph import interrupts_available, run_in_graph
 from ipybox_integrations.langchain._hitl import DecisionName, Describe, check_decisions, default_description
+from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
 
 TOOL_NAME = "execute_code"
 
 
 def execute_code_tool(
-    executor: CodeExecutor,
+    executor: CodeExecutor | SessionSource,
     *,
     approval_callback: ApprovalCallback | None = None,
     allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
@@ -28,7 +29,11 @@ def execute_code_tool(
     timeout: float | None = None,
     abandon_after: float | None = DEFAULT_ABANDON_AFTER,
 ) -> BaseTool:
-    """The ``execute_code`` tool: runs Python in ``executor``'s kernel, each MCP call approved by a human.
+    """The ``execute_code`` tool: runs Python in a kernel, each MCP call approved by a human.
+
+    ``executor`` is one :class:`CodeExecutor` (every thread shares its kernel) or an
+    ``ipybox_core.Sessions``: then each LangGraph ``thread_id`` gets its own kernel, and a thread
+    whose kernel was closed meanwhile (idle timeout, eviction) gets the restart notice first.
 
     Inside a LangGraph graph with a checkpointer, every MCP call the code makes is an ``interrupt()``
     whose value is a ``HITLRequest`` (one action, named ``server.tool``); resume with
@@ -41,7 +46,7 @@ def execute_code_tool(
     count). An execution left waiting for an answer longer than ``abandon_after`` seconds is cancelled.
     """
     settings = ToolSettings(
-        executor=executor,
+        source=executor,
         allowed_decisions=check_decisions(allowed_decisions),
         approval_callback=approval_callback,
         describe=describe or default_description,
@@ -52,7 +57,7 @@ def execute_code_tool(
     async def execute_code(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
         if runtime is not None and interrupts_available():
             return await run_in_graph(settings, code, runtime)
-        return await run_with_callback(settings, code)
+        return await run_with_callback(settings, code, thread_of(runtime.config if runtime else None))
 
     return StructuredTool.from_function(
         func=_sync_unsupported,
