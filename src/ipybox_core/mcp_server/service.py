@@ -295,6 +295,8 @@ class IpyboxService:
     def _start_pool(self) -> None:
         if self._pool_task is None and not self._closing:
             self._pool_task = asyncio.create_task(self._open_pool(), name="ipybox-sessions")
+            # Its failure is reported on stderr and to the next caller; none may be waiting now.
+            self._pool_task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     async def _open_pool(self) -> Sessions:
         """Start the keyed sessions' :class:`Sessions`; a config server that fails to start is
@@ -355,7 +357,7 @@ class IpyboxService:
                 "approval; end one (close its MCP session), wait until one finishes, or raise "
                 "--max-sessions"
             ) from None
-        except IpyboxError as exc:
+        except (IpyboxError, OSError) as exc:
             raise ExecutorUnavailable(f"ipybox could not start its kernel: {exc}") from None
         except RuntimeError:  # Sessions was closed meanwhile
             raise ExecutorUnavailable("the ipybox MCP server is shutting down") from None
