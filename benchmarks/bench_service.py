@@ -156,7 +156,8 @@ async def main(rounds: int, calls: int) -> None:
                 await tool_call_p50(remote, 3)
                 lt, rt = await tool_call_p50(local, calls), await tool_call_p50(remote, calls)
         print(
-            f"tool call ({calls} calls, in the kernel): in-process p50 {ms(lt)}, service p50 {ms(rt)}; ratio {rt / lt:.2f}"
+            f"tool call ({calls} calls, in the kernel): in-process p50 {ms(lt)}, "
+            f"service p50 {ms(rt)}; ratio {rt / lt:.2f}"
         )
 
 
