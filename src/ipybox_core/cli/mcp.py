@@ -86,6 +86,20 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
         help="Streamable HTTP: stop the kernel of a session idle this long (default: 900)",
     )
     parser.add_argument(
+        "--warm-sessions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="Streamable HTTP: kernels kept started for new sessions (default: 1; 0: none)",
+    )
+    parser.add_argument(
+        "--audit-log",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="append every approval decision, and who made it, to this JSON-lines file",
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_float,
         default=120.0,
@@ -141,6 +155,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         pip_args=tuple(args.pip_arg),
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
+        warm_sessions=args.warm_sessions,
+        audit_log=args.audit_log,
     )
     service = IpyboxService(settings, notify=console.warn)
     asyncio.run(_serve(service, args, console))

@@ -254,6 +254,7 @@ class IpyboxService:
             "mcp_env": self.environment.mcp_env,
             "kernel_env": self.environment.kernel_env,
             "timeout": settings.timeout,
+            "audit_log": settings.audit_log,
         }
 
     def _start_default(self) -> None:

@@ -40,12 +40,16 @@ class McpServerSettings:
     idle_timeout: float = 900.0
     """Over Streamable HTTP: seconds after which an idle session's kernel is stopped (its next
     ``execute_code`` gets a fresh kernel and a note saying so)."""
+    audit_log: Path | None = None
+    """A JSON-lines file recording every approval decision and who made it (``client:<name>``)."""
     warm_sessions: int = 1
     """Over Streamable HTTP: kernels kept started for the next new client sessions (0: each new
     session starts its kernel on its first call)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
+        if self.audit_log is not None:
+            object.__setattr__(self, "audit_log", Path(self.audit_log).expanduser().resolve())
         if self.api_dir is not None:
             object.__setattr__(self, "api_dir", Path(self.api_dir).expanduser().resolve())
         for name in ("timeout", "approval_timeout", "install_timeout", "idle_timeout"):

@@ -11,7 +11,7 @@ import pytest
 from mcp_server_kit import TEST_SERVER, HttpIpybox, start_http_ipybox
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ApprovalError, ExecutionGone, ServiceError
+from ipybox_core.errors import ApprovalError, ServiceError
 from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_core.remote import RemoteSessions
 
@@ -25,7 +25,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpIpybox]:
     workspace = tmp_path_factory.mktemp("service")
     config = workspace.parent / "service-config.json"
     config.write_text(json.dumps({"mcpServers": {"test": TEST_SERVER}}))
-    server = start_http_ipybox(workspace, "--config", str(config), "--approval-timeout", "120")
+    audit = workspace.parent / "service-audit.jsonl"
+    server = start_http_ipybox(
+        workspace, "--config", str(config), "--approval-timeout", "120", "--audit-log", str(audit)
+    )
     yield server
     assert server.stop() == 0
 
@@ -71,6 +74,9 @@ async def test_an_approval_is_answered_by_another_process_and_the_call_runs_once
         first_count, second_count = (int(n) for n in result.text.split()[1:3])
         assert second_count == first_count + 1  # each approved call ran exactly once
         assert (await executor.stream("print(before)").wait()).text.strip() == "kept"
+    records = [json.loads(line) for line in (service.workspace.parent / "service-audit.jsonl").open()]
+    mine = [record for record in records if record["request_id"] == approval_id]
+    assert [(r["tool"], r["approved"], r["decided_by"]) for r in mine] == [("count", True, "client:app-b")]
 
 
 @in_module_loop
@@ -103,16 +109,20 @@ async def test_two_clients_answer_the_same_approval_at_once_and_exactly_one_wins
 
 @in_module_loop
 async def test_a_wrong_token_is_a_clear_service_error(service: HttpIpybox) -> None:
-    with pytest.raises(ServiceError, match="401|token"):
+    with pytest.raises(ServiceError, match=r"Unauthorized|token"):
         async with remote(service, token="wrong-token-wrong-token-wrong"):
             pass
 
 
 @in_module_loop
-async def test_cancelling_a_parked_execution_stops_it_in_the_service(service: HttpIpybox, tmp_path: Path) -> None:
+async def test_cancelling_a_parked_execution_stops_it_in_the_service(
+    service: HttpIpybox, tmp_path: Path
+) -> None:
     async with remote(service) as sessions:
         executor = (await sessions.session("cancel")).executor
-        execution = executor.stream("from mcptools.test import add\nadd(a=1, b=1)\nprint('after')", call_id="x")
+        execution = executor.stream(
+            "from mcptools.test import add\nadd(a=1, b=1)\nprint('after')", call_id="x"
+        )
         assert isinstance(await execution.next_stop(), ApprovalRequest)
         await execution.cancel("moving on")
         assert await executor.reattach("x") is None
