@@ -4,6 +4,11 @@ LangGraph re-runs an interrupted tool call from the top on every resume, and ``i
 answers to calls by their order within the call. So on each entry the tool re-issues the interrupts
 already answered (they return their stored answers at once), then carries on with the ONE execution
 it parked in the session store: the code is never run twice.
+
+Over ``RemoteSessions`` the execution is also parked in the ipybox service under (thread, tool call
+id), so a process that never saw it (the application restarted) resumes it from there: the answer
+given to the checkpoint's pending interrupt applies only if that interrupt showed the very call that
+waits in the service; otherwise the call is asked again.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied
+from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import ExecutionResult
+from ipybox_core.remote import RemoteExecutor
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
     describe_failure,
     parked_key,
+    reattach,
     start_execution,
     with_notes,
 )
@@ -49,6 +56,7 @@ _SCRATCHPAD_KEY = "__pregel_scratchpad"
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
 _TASK_ID_KEY = "__pregel_task_id"
 _RESUME_CHANNEL = "__resume__"
+_INTERRUPT_CHANNEL = "__interrupt__"
 
 LOST_MESSAGE = (
     "Error: the execution of this execute_code call is gone: it waited for approval longer than allowed "
@@ -75,9 +83,16 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     await store.settle()  # an execution abandoned meanwhile is cancelled before anything else runs
     parked = store.get(parked_key(thread_id, tool_call_id))
     if parked is None:
-        if _answered_before():  # its execution was cancelled or belonged to another process
-            raise ExecuteCodeError(LOST_MESSAGE)
-        parked = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
+        answered, shown = _answered_before(), _shown_before()
+        if answered or shown is not None:  # a re-entry: did another process park it in a service?
+            found = await _reattach(settings, store, thread_id, tool_call_id, shown)
+            if isinstance(found, list):
+                return found  # it finished meanwhile
+            if found is None and answered:  # its execution was cancelled, or the application restarted
+                raise ExecuteCodeError(LOST_MESSAGE)
+            parked = found
+        if parked is None:
+            parked = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
     for _ in range(parked.context.answered):
         interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
     return await noted(parked.context.notes, _drive(settings, store, parked))
@@ -140,11 +155,60 @@ async def _start(
             raise ExecuteCodeError(BUSY_MESSAGE)  # a parallel execute_code call of the same model turn
         await store.cancel(other.key, ABANDONED_REASON)  # left behind by an earlier turn
     session, notes = await settings.session(thread_id)
-    execution = start_execution(session.executor, code, settings.timeout)
+    execution = start_execution(session.executor, code, settings.timeout, call_id=tool_call_id)
     if execution is None:
         raise ExecuteCodeError(with_notes(notes, BUSY_MESSAGE))
     state = CallState(thread_id, tool_call_id, notes=notes)
     return store.park(parked_key(thread_id, tool_call_id), execution, None, state, abandon_after=None)
+
+
+async def _reattach(
+    settings: ToolSettings,
+    store: Store,
+    thread_id: str,
+    tool_call_id: str,
+    shown: object,
+) -> Parked | ContentBlocks | None:
+    """This call's execution from the ipybox service, when another process parked it there.
+
+    ``None`` when the executor is local (nothing to reattach); content when it finished meanwhile;
+    :data:`LOST_MESSAGE` when the service has none for this call (cancelled, expired, or the service
+    restarted): the code is not run again. The parked call counts the answers LangGraph stored for
+    this call; its pending question counts as shown (an answer to it applies) only if the
+    checkpoint's last interrupt of this call asked about the same MCP call, else it is asked again.
+    """
+    if settings.conversations.executor is not None:
+        return None  # one local executor: nothing outlives this process
+    session = await settings.conversations.session(thread_id)
+    if not isinstance(session.executor, RemoteExecutor):
+        return None  # its restart notice stays for _start
+    try:
+        execution = await reattach(session.executor, tool_call_id)
+        stop = None if execution is None else await execution.next_stop()
+    except ServiceError as error:  # includes ExecutionGone: nothing waits for this call in the service
+        raise ExecuteCodeError(LOST_MESSAGE) from error
+    except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        raise ExecuteCodeError(describe_failure(error)) from error
+    if execution is None or stop is None:
+        raise ExecuteCodeError(LOST_MESSAGE)
+    if isinstance(stop, ExecutionResult):
+        return result_content(stop)
+    answered = len(_stored_answers())
+    state = CallState(thread_id, tool_call_id, answered=answered)
+    if _asks_about(shown, stop, settings):
+        state.surfaced = answered
+    return store.park(parked_key(thread_id, tool_call_id), execution, stop, state, abandon_after=None)
+
+
+def _asks_about(shown: object, request: ApprovalRequest, settings: ToolSettings) -> bool:
+    """True when ``shown`` (an interrupt value) is the ``HITLRequest`` for ``request``."""
+    if not isinstance(shown, Mapping):
+        return False
+    actions = shown.get("action_requests")
+    if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], Mapping):
+        return False
+    expected = hitl_request(request, settings.allowed_decisions, settings.describe)["action_requests"][0]
+    return actions[0].get("name") == expected["name"] and actions[0].get("args") == expected["args"]
 
 
 def _current_call_ids(runtime: ToolRuntime) -> set[str] | None:
@@ -201,6 +265,37 @@ def _closure_of(function: object) -> dict[str, object]:
         except ValueError:  # an empty cell
             continue
     return values
+
+
+def _task_writes(channel: str) -> list[object]:
+    """The values this task wrote to ``channel`` that the checkpoint holds (from an earlier run)."""
+    configurable = get_config().get("configurable", {})
+    scratchpad = configurable.get(_SCRATCHPAD_KEY)
+    writes = _closure_of(getattr(scratchpad, "get_null_resume", None)).get("pending_writes")
+    task_id = configurable.get(_TASK_ID_KEY)
+    if not isinstance(writes, list) or task_id is None:
+        return []
+    return [
+        write[2]
+        for write in writes
+        if isinstance(write, tuple) and len(write) == 3 and write[:2] == (task_id, channel)
+    ]
+
+
+def _stored_answers() -> list[object]:
+    """The answers this tool call consumed in earlier runs (as saved on the checkpoint)."""
+    for value in _task_writes(_RESUME_CHANNEL):
+        return list(value) if isinstance(value, list) else [value]
+    return []
+
+
+def _shown_before() -> object:
+    """The value of the last interrupt this tool call raised (saved on the checkpoint), or ``None``."""
+    for value in _task_writes(_INTERRUPT_CHANNEL):
+        interrupts = value if isinstance(value, (list, tuple)) else [value]
+        for item in interrupts:
+            return getattr(item, "value", None)
+    return None
 
 
 def _answered_before() -> bool:

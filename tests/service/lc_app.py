@@ -1,0 +1,66 @@
+"""A LangChain application process on an ipybox service, its checkpoints in a SQLite file.
+
+``start URL DB [hold]``: run the agent until ipybox interrupts for an MCP call, print ``INTERRUPTED``
+with the action (and with ``hold``, wait to be killed). ``resume URL DB approve|reject|none``: build
+the same agent on the same file and resume the thread with that decision (``none``:
+``ainvoke(None)``, no answer); print ``OUTPUT`` with the tool messages and the interrupts left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integrations" / "langchain"))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
+from lc_kit import APPROVE, action, config, make_agent, reject, text_of, tool_call, tool_messages, user
+
+from ipybox_core.remote import RemoteSessions
+from ipybox_integrations.langchain import CodeActionMiddleware
+
+STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
+THREAD = "lc-thread-1"
+
+
+def script(messages: list[BaseMessage]) -> AIMessage:
+    """One execute_code call per step, each after the previous one's result; then 'done'."""
+    done = sum(1 for message in messages if message.type == "tool")
+    if done < len(STEPS):
+        return AIMessage(content="", tool_calls=[tool_call(STEPS[done], f"call_{done}")])
+    return AIMessage(content="done")
+
+
+async def main(role: str, url: str, db: Path, extra: str) -> None:
+    async with (
+        RemoteSessions(url, client_name=f"lc-{role}") as sessions,
+        AsyncSqliteSaver.from_conn_string(str(db)) as saver,
+    ):
+        middleware = CodeActionMiddleware(sessions)
+        _, agent = make_agent([middleware], script, checkpointer=saver)
+        if role == "start":
+            out = await agent.ainvoke(user(), config(THREAD), version="v2")
+            (interrupt,) = out.interrupts
+            print("INTERRUPTED", json.dumps(action(interrupt)["name"]), flush=True)
+            if extra == "hold":
+                await asyncio.Event().wait()
+            return
+        answer: Any = {"approve": APPROVE, "reject": reject("not now")}.get(extra)
+        out = await agent.ainvoke(
+            Command(resume=answer) if answer is not None else None, config(THREAD), version="v2"
+        )
+        report = {
+            "tools": [text_of(message) for message in tool_messages(out.value)],
+            "interrupts": [action(interrupt)["name"] for interrupt in out.interrupts],
+        }
+        print("OUTPUT", json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else ""))

@@ -1,0 +1,92 @@
+"""LangChain on ``ipybox serve``: an interrupt left by one process is answered from another (real processes).
+
+Each application process builds the same agent (``CodeActionMiddleware(RemoteSessions(url))``) on
+the same SQLite checkpoint file; the kernel and the parked MCP call live in the service. The test
+server's ``count()`` returns 1 on its first call per server process, so "count 1" means it ran once.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+from service_kit import Service, run_app, start_app, start_service, wait_for_line
+
+GONE = "the execution of this execute_code call is gone"
+
+
+def resume(service: Service, db: Path, decision: str) -> dict[str, Any]:
+    done = run_app("lc_app.py", "resume", service.url, str(db), decision)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
+    report: dict[str, Any] = json.loads(line.removeprefix("OUTPUT "))
+    return report
+
+
+def start(service: Service, db: Path) -> None:
+    started = run_app("lc_app.py", "start", service.url, str(db))
+    assert started.returncode == 0, started.stderr
+    assert 'INTERRUPTED "test.count"' in started.stdout, started.stdout
+
+
+def test_process_b_approves_what_process_a_left_and_the_call_runs_once(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        db = tmp_path / "checkpoints.sqlite"
+        start(service, db)
+        report = resume(service, db, "approve")
+        assert report["interrupts"] == []
+        assert report["tools"][-1] == "count 1 kept"  # A's kernel and variable; count() ran once
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_resume_without_an_answer_in_another_process_asks_again(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        db = tmp_path / "checkpoints.sqlite"
+        start(service, db)
+        asked = resume(service, db, "none")  # ainvoke(None): no decision, so the call must not run
+        assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1
+        report = resume(service, db, "approve")
+        assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
+    finally:
+        assert service.stop() == 0
+
+
+def test_process_a_killed_while_its_interrupt_waits_is_rejected_by_process_b(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        db = tmp_path / "checkpoints.sqlite"
+        holder = start_app("lc_app.py", "start", service.url, str(db), "hold")
+        assert wait_for_line(holder, "INTERRUPTED") == 'INTERRUPTED "test.count"'
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        report = resume(service, db, "reject")
+        assert report["interrupts"] == []
+        last = report["tools"][-1]
+        assert "PermissionError" in last and "not now" in last and "count 1" not in last
+        approved = resume(service, db, "approve")  # a late second answer runs nothing
+        assert not any("count 1" in text for text in approved["tools"]), approved
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    db = tmp_path / "checkpoints.sqlite"
+    try:
+        start(service, db)
+    finally:
+        assert service.stop() == 0
+    restarted = start_service(tmp_path / "ws")
+    try:
+        report = resume(restarted, db, "approve")
+        assert report["interrupts"] == []
+        last = report["tools"][-1]
+        assert GONE in last and "application restarted" in last and "NOT run again" in last
+        assert not any("count 1" in text for text in report["tools"]), report
+    finally:
+        assert restarted.stop() == 0
