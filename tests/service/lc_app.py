@@ -1,7 +1,8 @@
 """A LangChain application process on an ipybox service, its checkpoints in a SQLite file.
 
-``start URL DB [hold]``: run the agent until ipybox interrupts for an MCP call, print ``INTERRUPTED``
-with the action (and with ``hold``, wait to be killed). ``resume URL DB approve|reject|none``: build
+``start URL DB [hold|add]``: run the agent until ipybox interrupts for an MCP call, print
+``INTERRUPTED`` with the action (with ``hold``, then wait to be killed; with ``add``, the second step
+calls ``add`` before ``count``). ``resume URL DB approve|reject|none``: build
 the same agent on the same file and resume the thread with that decision (``none``:
 ``ainvoke(None)``, no answer); print ``OUTPUT`` with the tool messages and the interrupts left.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +28,19 @@ from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 
 STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
+ADD_FIRST = "from mcptools.test import add, count\nadd(a=1, b=2)\nprint('count', count(), state)"
 THREAD = "lc-thread-1"
 
 
-def script(messages: list[BaseMessage]) -> AIMessage:
-    """One execute_code call per step, each after the previous one's result; then 'done'."""
-    done = sum(1 for message in messages if message.type == "tool")
-    if done < len(STEPS):
-        return AIMessage(content="", tool_calls=[tool_call(STEPS[done], f"call_{done}")])
-    return AIMessage(content="done")
+def scripted(steps: list[str]) -> Callable[[list[BaseMessage]], AIMessage]:
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        """One execute_code call per step, each after the previous one's result; then 'done'."""
+        done = sum(1 for message in messages if message.type == "tool")
+        if done < len(steps):
+            return AIMessage(content="", tool_calls=[tool_call(steps[done], f"call_{done}")])
+        return AIMessage(content="done")
+
+    return script
 
 
 async def main(role: str, url: str, db: Path, extra: str) -> None:
@@ -43,7 +49,8 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
         AsyncSqliteSaver.from_conn_string(str(db)) as saver,
     ):
         middleware = CodeActionMiddleware(sessions)
-        _, agent = make_agent([middleware], script, checkpointer=saver)
+        steps = [STEPS[0], ADD_FIRST] if extra == "add" else STEPS
+        _, agent = make_agent([middleware], scripted(steps), checkpointer=saver)
         if role == "start":
             out = await agent.ainvoke(user(), config(THREAD), version="v2")
             (interrupt,) = out.interrupts

@@ -7,12 +7,16 @@ server's ``count()`` returns 1 on its first call per server process, so "count 1
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import Service, run_app, start_app, start_service, wait_for_line
+from service_kit import TOKEN, Service, run_app, start_app, start_service, wait_for_line
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.remote import RemoteSessions
 
 GONE = "the execution of this execute_code call is gone"
 
@@ -25,10 +29,10 @@ def resume(service: Service, db: Path, decision: str) -> dict[str, Any]:
     return report
 
 
-def start(service: Service, db: Path) -> None:
-    started = run_app("lc_app.py", "start", service.url, str(db))
+def start(service: Service, db: Path, *extra: str, action: str = "test.count") -> None:
+    started = run_app("lc_app.py", "start", service.url, str(db), *extra)
     assert started.returncode == 0, started.stderr
-    assert 'INTERRUPTED "test.count"' in started.stdout, started.stdout
+    assert f'INTERRUPTED "{action}"' in started.stdout, started.stdout
 
 
 def test_process_b_approves_what_process_a_left_and_the_call_runs_once(tmp_path: Path) -> None:
@@ -90,3 +94,33 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
         assert not any("count 1" in text for text in report["tools"]), report
     finally:
         assert restarted.stop() == 0
+
+
+async def approve_elsewhere(service: Service, call_id: str) -> str:
+    """Answer the call's pending approval from a third client; the name of the next one it waits for."""
+    async with RemoteSessions(service.url, token=TOKEN, client_name="elsewhere") as sessions:
+        executor = (await sessions.session("lc-thread-1")).executor
+        execution = await executor.reattach(call_id)
+        assert execution is not None
+        request = await execution.next_stop()
+        assert isinstance(request, ApprovalRequest) and request.name == "test.add"
+        await request.accept()
+        following = await execution.next_stop()
+        assert isinstance(following, ApprovalRequest)
+        return following.name
+
+
+def test_an_answer_to_an_interrupt_that_shows_another_call_is_not_applied(tmp_path: Path) -> None:
+    # The checkpoint's interrupt shows add(); meanwhile add() was answered elsewhere and count() waits.
+    # A resume answers what the checkpoint shows: it must not approve count(), which nobody saw.
+    service = start_service(tmp_path / "ws")
+    try:
+        db = tmp_path / "checkpoints.sqlite"
+        start(service, db, "add", action="test.add")
+        assert asyncio.run(approve_elsewhere(service, "call_1")) == "test.count"
+        asked = resume(service, db, "approve")
+        assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1  # asked, not run
+        report = resume(service, db, "approve")
+        assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
+    finally:
+        assert service.stop() == 0
