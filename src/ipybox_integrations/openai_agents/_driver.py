@@ -7,6 +7,15 @@ execution is parked under (conversation, that id). When the SDK resumes with the
 the driver rejects the request if the proxy did not run (the user rejected it; the output is the
 rejection message) and continues the parked execution to its next stop. The finished execution
 becomes the nested run's final message.
+
+On an executor of an ipybox service (``RemoteSessions``) the nested call id is
+``ipybox-<approval id>`` (the service's id of the request), and the execution is started under the
+outer ``execute_code`` call id: another process resuming the ``RunState`` picks the execution up
+from the service by that call id (``CodeActionTool`` does, before the nested run resumes) and parks
+it here under the same nested call id, so a decision only ever answers the approval it was taken
+for. Such an executor's proxies are learned from the requests: the first request of a tool is
+shown again (``ipybox-<approval id>-again``) once the SDK has reported its proxy missing
+(:data:`PROXY_MISSING`), in the next nested turn.
 """
 
 from __future__ import annotations
@@ -26,9 +35,15 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, IpyboxError
 from ipybox_core.executor import Execution, ExecutionEvent, ExecutionResult
+from ipybox_core.remote import RemoteExecutor
 from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, render_result, start_execution
-from ipybox_integrations.openai_agents._invocation import Invocation, ParkedCall, current_invocation
+from ipybox_integrations.openai_agents._invocation import (
+    SHOWN_AGAIN,
+    Invocation,
+    ParkedCall,
+    current_invocation,
+)
 from ipybox_integrations.openai_agents._proxies import ProxyTools, request_identity
 
 logger = logging.getLogger(__name__)
@@ -42,6 +57,20 @@ LOST_MESSAGE = (
     "abandoned, the executor was closed, or the state was resumed in another process). The rest of "
     "its code did not run; check the kernel state before continuing."
 )
+GONE_MESSAGE = (
+    "Error: the execution that waited for this approval is gone from the ipybox service (nobody "
+    "answered in time, the session was reset or closed, or the service restarted). The decision "
+    "was not applied and the rest of its code did not run; check the kernel state (it may be a "
+    "fresh kernel) before running the code again."
+)
+UNREACHABLE_MESSAGE = (
+    "Error: the execution that waited for this approval could not be resumed: the ipybox service "
+    "did not answer ({error}). The decision was not applied and the rest of its code did not run "
+    "here; it may still wait in the service."
+)
+PROXY_MISSING = "ipybox: this MCP call is shown for approval in the next step"
+"""The nested tool output the SDK reports (``tool_not_found``) for a proxy not yet in its tool list."""
+NOT_SHOWN_REASON = "ipybox could not show this call for approval"
 DEFAULT_REJECTION = "the user rejected the call"
 UNKNOWN_TOOL_REASON = (
     "this MCP server was registered after execute_code started; call execute_code again to use it"
@@ -60,12 +89,14 @@ class KernelDriver:
         ask: bool,
         timeout: float | None,
         on_event: EventHook | None,
+        on_tools_changed: Callable[[], None],
     ) -> None:
         self._suspended = suspended
         self._proxies = proxies
         self._ask = ask
         self._timeout = timeout
         self._on_event = on_event
+        self._on_tools_changed = on_tools_changed
 
     async def step(self, model_input: str | list[TResponseInputItem]) -> list[TResponseOutputItem]:
         """The nested model's next output for ``model_input`` (the nested run's history)."""
@@ -79,23 +110,45 @@ class KernelDriver:
         return await self._start(_code_of(last.get("content")), invocation)
 
     async def _start(self, code: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        execution = start_execution(invocation.executor, code, self._timeout)
+        waiting = self._reattached(invocation)
+        if waiting is not None:  # the service holds this call id's execution: ask its question again
+            return [waiting]
+        execution = start_execution(invocation.executor, code, self._timeout, call_id=invocation.call_id)
         if execution is None:
             return [_message(BUSY_MESSAGE)]
         invocation.execution = execution
         return await self._advance(uuid.uuid4().hex[:12], 0, execution, invocation)
 
     async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        parked = self._suspended.take(invocation.parked_key(call_id))
+        key = invocation.parked_key(call_id)
+        if output == PROXY_MISSING:
+            shown = self._suspended.get(key)
+            request = shown.request if shown is not None else None
+            if request is not None and request.pending and not call_id.endswith(SHOWN_AGAIN):
+                # its proxy exists now (learned); a new call id: the SDK settled the first one
+                return [_function_call(call_id + SHOWN_AGAIN, request)]
+            output = NOT_SHOWN_REASON
+        parked = self._suspended.take(key)
         if parked is None:
-            return [_message(LOST_MESSAGE)]
+            waiting = self._reattached(invocation)
+            if waiting is not None:  # the decision was for another approval: ask about this one
+                return [waiting]
+            return [_message(_lost_message(invocation))]
         request = parked.request
         if request is not None and request.pending:  # the proxy did not run: the user rejected the call
             with contextlib.suppress(ApprovalError):
                 await request.reject(output or DEFAULT_REJECTION)
         invocation.execution = parked.execution
-        execution_id, count = _parse_call_id(call_id)
+        execution_id, count = _parse_call_id(call_id) if _is_local(invocation) else ("", 0)
         return await self._advance(execution_id, count, parked.execution, invocation)
+
+    def _reattached(self, invocation: Invocation) -> ResponseFunctionToolCall | None:
+        """The question of the execution this invocation picked up from the service, while it
+        still waits here."""
+        parked = self._suspended.get(invocation.reattached) if invocation.reattached else None
+        if parked is None or parked.request is None or not parked.request.pending:
+            return None
+        return _function_call(parked.context.nested_call_id, parked.request)
 
     async def _advance(
         self, execution_id: str, count: int, execution: Execution, invocation: Invocation
@@ -104,6 +157,8 @@ class KernelDriver:
             async for event in execution:
                 await self._notify(event)
                 if isinstance(event, ApprovalRequest):
+                    if self._ask and not _is_local(invocation) and self._proxies.learn(event):
+                        self._on_tools_changed()
                     if not self._ask:
                         with contextlib.suppress(ApprovalError):  # it may have expired already
                             await event.accept()
@@ -112,7 +167,11 @@ class KernelDriver:
                             await event.reject(UNKNOWN_TOOL_REASON)
                     else:
                         count += 1
-                        call_id = f"{CALL_PREFIX}{execution_id}-{count}"
+                        call_id = (
+                            f"{CALL_PREFIX}{execution_id}-{count}"
+                            if _is_local(invocation)
+                            else remote_call_id(event)
+                        )
                         key = invocation.parked_key(call_id)
                         parked = ParkedCall(invocation.conversation, invocation.call_id, call_id)
                         self._suspended.park(key, execution, event, parked)
@@ -134,6 +193,23 @@ class KernelDriver:
                 await outcome
         except Exception:  # a broken UI hook must not break the execution
             logger.exception("on_event hook failed for %r", event)
+
+
+def remote_call_id(request: ApprovalRequest) -> str:
+    """The nested call id of a request of an ipybox service: its approval id, the same in any process."""
+    return f"{CALL_PREFIX}{request.id}"
+
+
+def _is_local(invocation: Invocation) -> bool:
+    return not isinstance(invocation.executor, RemoteExecutor)
+
+
+def _lost_message(invocation: Invocation) -> str:
+    if _is_local(invocation):
+        return LOST_MESSAGE
+    if invocation.service_error is not None:
+        return UNREACHABLE_MESSAGE.format(error=invocation.service_error)
+    return GONE_MESSAGE
 
 
 def _function_call(call_id: str, request: ApprovalRequest) -> ResponseFunctionToolCall:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ipybox_core.executor import CodeExecutor, Execution
-from ipybox_integrations._session import RenderedResult, parked_key
+from ipybox_core.executor import Execution
+from ipybox_integrations._session import Executor, RenderedResult, parked_key
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,29 @@ class Invocation:
 
     call_id: str
     conversation: str
-    executor: CodeExecutor
+    executor: Executor
     execution: Execution | None = None
     waiting_on: str | None = None
     """The key the execution is parked under, if it stopped for an approval."""
     rendered: RenderedResult | None = None
     """The finished execution's text and images."""
+    reattached: str | None = None
+    """The key of this call's execution picked up from an ipybox service (another process parked it)."""
+    service_error: str | None = None
+    """Why the service could not be asked for this call's execution, if it could not."""
 
     def parked_key(self, nested_call_id: str) -> str:
         """The key of an execution of this conversation parked under a nested proxy call id."""
-        return parked_key(self.conversation, nested_call_id)
+        return parked_key(self.conversation, canonical_call_id(nested_call_id))
+
+
+SHOWN_AGAIN = "-again"
+"""Suffix of a nested call id that shows a call again (a new call id for the same request)."""
+
+
+def canonical_call_id(nested_call_id: str) -> str:
+    """The nested call id a request was parked under, also for the id it was shown again under."""
+    return nested_call_id.removesuffix(SHOWN_AGAIN)
 
 
 _current: ContextVar[Invocation | None] = ContextVar("ipybox_openai_agents_invocation", default=None)

@@ -6,6 +6,9 @@ tool's name, ``item.tool_namespace`` its server and ``item.arguments`` the call'
 proxy never performs the call itself: running its body means "approved" and accepts the held
 :class:`~ipybox_core.ApprovalRequest`; the kernel then makes the call. A proxy never raises (a
 raising nested tool leaves the outer run stuck on a stale interruption).
+
+An executor of an ipybox service (``RemoteSessions``) has no tool list in this process: its proxies
+are learned from the approval requests themselves (server, tool), as they arrive.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class ProxyTools:
         self._policy = needs_approval
         self._signature: tuple[tuple[str, str], ...] | None = None
         self._identities: set[tuple[str, str | None]] = set()
+        self._learned: dict[str, dict[str, str]] = {}
+        """Tools of a service's executor seen in approval requests: server -> tool -> description."""
         self.tools: list[FunctionTool] = []
 
     def sync(self, executor: CodeExecutor) -> bool:
@@ -75,23 +80,44 @@ class ProxyTools:
         )
         if signature == self._signature:
             return False
+        self._build(
+            {
+                server.name: {
+                    generated.tool: f"{server.name}.{generated.tool}: {generated.summary}"
+                    for generated in server.package.tools
+                }
+                for server in executor.servers.values()
+            }
+        )
+        self._signature = signature
+        return True
+
+    def learn(self, request: ApprovalRequest) -> bool:
+        """Add a proxy for ``request``'s tool (an executor whose tool list is not known here, in an
+        ipybox service); True when :attr:`tools` changed."""
+        if self.knows(request):
+            return False
+        if request.kind != "shell":
+            tools = self._learned.setdefault(request.server, {})
+            tools[request.tool] = f"{request.server}.{request.tool}: MCP tool of the ipybox service"
+        self._build(self._learned)
+        return True
+
+    def _build(self, servers: dict[str, dict[str, str]]) -> None:
+        """The shell proxy, then one proxy per MCP tool (server -> tool -> description)."""
         tools = [self._proxy(SHELL_TOOL, "Run a shell command (!cmd or %%bash) from the code.")]
         identities: set[tuple[str, str | None]] = {(SHELL_TOOL, None)}
-        for server in sorted(executor.servers.values(), key=lambda s: s.name):
+        for server in sorted(servers):
             grouped: list[FunctionTool] = []
-            for generated in server.package.tools:
-                name, namespace = proxy_identity(server.name, generated.tool)
+            for tool, description in servers[server].items():
+                name, namespace = proxy_identity(server, tool)
                 identities.add((name, namespace))
-                proxy = self._proxy(name, f"{server.name}.{generated.tool}: {generated.summary}")
+                proxy = self._proxy(name, description)
                 (grouped if namespace is not None else tools).append(proxy)
             if grouped:
-                tools.extend(
-                    tool_namespace(name=server.name, description=f"MCP server {server.name}", tools=grouped)
-                )
-        self._signature = signature
+                tools.extend(tool_namespace(name=server, description=f"MCP server {server}", tools=grouped))
         self._identities = identities
         self.tools = tools
-        return True
 
     def knows(self, request: ApprovalRequest) -> bool:
         """True if a proxy exists for ``request`` (its server may be newer than the tool list)."""

@@ -11,11 +11,14 @@ from typing import Any, TypeAlias, cast
 
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, ToolApprovalItem
 from agents.agent_tool_input import StructuredToolInputBuilderOptions
+from agents.run_config import ToolErrorFormatterArgs
 from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import IpyboxError
 from ipybox_core.executor import CodeExecutor
+from ipybox_core.remote import RemoteExecutor
 from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, SuspendedExecutions
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
@@ -24,12 +27,20 @@ from ipybox_integrations._session import (
     Conversations,
     SessionSource,
     approval_description,
+    reattach,
     with_notes,
 )
-from ipybox_integrations.openai_agents._driver import EventHook, KernelDriver
+from ipybox_integrations.openai_agents._driver import (
+    CALL_PREFIX,
+    PROXY_MISSING,
+    EventHook,
+    KernelDriver,
+    remote_call_id,
+)
 from ipybox_integrations.openai_agents._invocation import (
     Invocation,
     ParkedCall,
+    canonical_call_id,
     current_invocation,
     invocation_scope,
 )
@@ -49,11 +60,6 @@ ConversationKey: TypeAlias = Callable[[RunContextWrapper[Any]], "str | None"]
 """Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.context.user_id``."""
 
 ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
-
-LOCAL_ONLY = (
-    "CodeActionTool runs code in local kernels (a CodeExecutor or Sessions); sessions of an ipybox "
-    "service (RemoteSessions) are not supported by the OpenAI Agents adapter yet"
-)
 
 NESTED_MAX_TURNS = 100_000
 """Each MCP call that asks for approval is one turn of the nested kernel run (SDK default: 10)."""
@@ -103,9 +109,12 @@ class CodeActionTool:
       (a backstop, default 15 minutes);
       :meth:`cancel_suspended` (or :meth:`aclose`) cancels waiting executions at once.
 
-    The execution waits in this process: resuming works while the kernel is alive, also from a
-    ``RunState`` serialised to JSON; a state whose execution is gone resumes with a clear error
-    message for the model instead of hanging.
+    With a ``Sessions`` or one executor, the execution waits in this process: resuming works while
+    the kernel is alive, also from a ``RunState`` serialised to JSON; a state whose execution is
+    gone resumes with a clear error message for the model instead of hanging. With
+    ``RemoteSessions`` (an ipybox service) it waits in the service: another process can restore the
+    ``RunState`` (``RunState.from_json(agent, ...)``), decide and resume it, and the code continues
+    in the same kernel (same ``key``); a decision only answers the approval it was taken for.
     """
 
     def __init__(
@@ -138,11 +147,19 @@ class CodeActionTool:
             ask=needs_approval is not False,
             timeout=timeout,
             on_event=on_event,
+            on_tools_changed=self._refresh_tools,
         )
         model = KernelModel(driver)
         # An explicit run config: the nested run would otherwise inherit the outer one, whose
-        # RunConfig(model=...) would replace the kernel model with the LLM.
-        self._nested_config = RunConfig(model=model, workflow_name=f"ipybox {name}")
+        # RunConfig(model=...) would replace the kernel model with the LLM. A proxy missing from
+        # the nested turn's tools (learned from a service's request during that turn) is reported
+        # to the kernel model, which shows the call again (see KernelDriver).
+        self._nested_config = RunConfig(
+            model=model,
+            workflow_name=f"ipybox {name}",
+            tool_not_found_behavior="return_error_to_model",
+            tool_error_formatter=_proxy_missing,
+        )
         self._kernel_agent: Agent[Any] = Agent(name=f"{name}_ipybox_kernel", model=model)
         if self.executor is not None:
             self._sync_tools(self.executor)
@@ -196,7 +213,8 @@ class CodeActionTool:
 
     def request_for(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The held ipybox request behind an interruption (server, tool, args, annotations), if live."""
-        parked = next((p for p in self._suspended.values() if p.context.nested_call_id == item.call_id), None)
+        call_id = canonical_call_id(item.call_id or "")
+        parked = next((p for p in self._suspended.values() if p.context.nested_call_id == call_id), None)
         return parked.request if parked is not None else None
 
     def describe(self, item: ToolApprovalItem) -> str:
@@ -239,15 +257,16 @@ class CodeActionTool:
     async def _invoke(self, context: ToolContext[Any], arguments: str) -> Any:
         conversation = self.conversation_of(context)
         session = await self.conversations.session(conversation)
-        if not isinstance(session.executor, CodeExecutor):
-            raise TypeError(LOCAL_ONLY)
         notes = self._notes.pop(conversation, [])
         restart = session.take_restart_notice()
         if restart:
             notes.insert(0, restart)
-        self._sync_tools(session.executor)
+        if isinstance(session.executor, CodeExecutor):
+            self._sync_tools(session.executor)
         self._follow_tracing(context)
         invocation = Invocation(context.tool_call_id, conversation, session.executor)
+        if isinstance(session.executor, RemoteExecutor) and not self._waiting(invocation):
+            await self._reattach(session.executor, invocation)
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)
@@ -291,9 +310,37 @@ class CodeActionTool:
             with contextlib.suppress(Exception):
                 await invocation.execution.cancel("execute_code failed")
 
+    async def _reattach(self, executor: RemoteExecutor, invocation: Invocation) -> None:
+        """Pick up this call's execution if it waits in the service for a decision although this
+        process never parked it (another process ran the call until its interruption), and park it
+        here under its nested call id (``ipybox-<approval id>``), as that process did."""
+        try:
+            execution = await reattach(executor, invocation.call_id)
+            stop = await execution.next_stop() if execution is not None else None
+        except IpyboxError as error:  # ServiceError, and what the execution may end with
+            logger.warning("ipybox: could not ask the service for call %s: %s", invocation.call_id, error)
+            invocation.service_error = str(error) or type(error).__name__
+            return
+        if execution is None:
+            return
+        if not isinstance(stop, ApprovalRequest):  # a resume never runs code: it stops at its question
+            await execution.cancel("execute_code found no question to answer")
+            return
+        nested_call_id = remote_call_id(stop)
+        key = invocation.parked_key(nested_call_id)
+        parked = ParkedCall(invocation.conversation, invocation.call_id, nested_call_id)
+        self._suspended.park(key, execution, stop, parked)
+        invocation.reattached = invocation.waiting_on = key
+        invocation.execution = execution
+        if self._proxies.learn(stop):
+            self._refresh_tools()
+
     def _sync_tools(self, executor: CodeExecutor) -> None:
         if self._proxies.sync(executor):
-            self._kernel_agent.tools = list(self._proxies.tools)
+            self._refresh_tools()
+
+    def _refresh_tools(self) -> None:
+        self._kernel_agent.tools = list(self._proxies.tools)
 
     def _follow_tracing(self, context: ToolContext[Any]) -> None:
         """Trace the nested run like the outer one (it has its own config, see __init__); without
@@ -303,6 +350,13 @@ class CodeActionTool:
             self._nested_config.tracing_disabled = outer.tracing_disabled
             self._nested_config.tracing = outer.tracing
             self._nested_config.trace_include_sensitive_data = outer.trace_include_sensitive_data
+
+
+def _proxy_missing(args: ToolErrorFormatterArgs[Any]) -> str | None:
+    """The nested run's output for a proxy not in the turn's tools (the SDK's default otherwise)."""
+    if args.kind == "tool_not_found" and args.call_id.startswith(CALL_PREFIX):
+        return PROXY_MISSING
+    return None
 
 
 def _nested_input(options: StructuredToolInputBuilderOptions) -> str:

@@ -1,0 +1,71 @@
+"""OpenAI Agents SDK on ``ipybox serve``: a RunState parked by one process is resumed by another
+(real processes: ``oa_app.py``)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+from service_kit import Service, run_app, start_app, start_service, wait_for_line
+
+GONE = "is gone from the ipybox service"
+
+
+def start(service: Service, state: Path) -> None:
+    started = run_app("oa_app.py", "start", service.url, str(state))
+    assert started.returncode == 0, started.stderr
+    assert 'PARKED [["test", "count", {}]]' in started.stdout
+
+
+def answer(service: Service, state: Path, decision: str) -> dict[str, Any]:
+    done = run_app("oa_app.py", "answer", service.url, str(state), decision)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
+    summary: dict[str, Any] = json.loads(line.removeprefix("OUTPUT "))
+    assert summary["final"] == "done" and summary["interruptions"] == []
+    return summary
+
+
+def test_process_b_approves_what_process_a_left_and_the_call_runs_once(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        start(service, state)
+        outputs = answer(service, state, "approve")["outputs"]
+        # B's model sees the result of A's execute_code call: same kernel (`state`), count() ran once
+        assert outputs[-1] == "count 1 kept"
+    finally:
+        assert service.stop() == 0
+
+
+def test_process_a_killed_while_waiting_and_process_b_rejects(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        holder = start_app("oa_app.py", "start", service.url, str(state), "hold")
+        wait_for_line(holder, "PARKED")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        output = answer(service, state, "reject")["outputs"][-1]
+        assert "PermissionError: test.count was rejected: not now" in output
+        assert "count 1" not in output
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    state = tmp_path / "run.json"
+    try:
+        start(service, state)
+    finally:
+        assert service.stop() == 0
+    restarted = start_service(tmp_path / "ws")
+    try:
+        output = answer(restarted, state, "approve")["outputs"][-1]
+        assert output.startswith("Error:") and GONE in output and "service restarted" in output
+        assert "count 1" not in output and "kept" not in output
+    finally:
+        assert restarted.stop() == 0
