@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,11 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
         help="Streamable HTTP: kernels kept started for new sessions (default: 1; 0: none)",
     )
     parser.add_argument(
+        "--kernel-gateway",
+        metavar="URL",
+        help="run the kernels on this Jupyter Kernel / Enterprise Gateway (token: IPYBOX_GATEWAY_TOKEN)",
+    )
+    parser.add_argument(
         "--audit-log",
         type=Path,
         default=None,
@@ -157,6 +163,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         idle_timeout=args.idle_timeout,
         warm_sessions=args.warm_sessions,
         audit_log=args.audit_log,
+        kernel_gateway=args.kernel_gateway,
+        gateway_token=os.environ.get("IPYBOX_GATEWAY_TOKEN"),
     )
     service = IpyboxService(settings, notify=console.warn)
     asyncio.run(_serve(service, args, console))

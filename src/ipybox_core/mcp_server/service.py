@@ -255,6 +255,8 @@ class IpyboxService:
             "kernel_env": self.environment.kernel_env,
             "timeout": settings.timeout,
             "audit_log": settings.audit_log,
+            "kernel_gateway": settings.kernel_gateway,
+            "gateway_token": settings.gateway_token,
         }
 
     def _start_default(self) -> None:

@@ -40,6 +40,10 @@ class McpServerSettings:
     idle_timeout: float = 900.0
     """Over Streamable HTTP: seconds after which an idle session's kernel is stopped (its next
     ``execute_code`` gets a fresh kernel and a note saying so)."""
+    kernel_gateway: str | None = None
+    """Run every kernel on this Jupyter Kernel / Enterprise Gateway (``http(s)://host:port``)."""
+    gateway_token: str | None = field(default=None, repr=False)
+    """The gateway's token (``IPYBOX_GATEWAY_TOKEN``)."""
     audit_log: Path | None = None
     """A JSON-lines file recording every approval decision and who made it (``client:<name>``)."""
     warm_sessions: int = 1
