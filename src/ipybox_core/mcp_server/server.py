@@ -7,7 +7,7 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -120,23 +120,24 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         A stdio server runs on the host, outside any sandbox. Registering a name again replaces
         the server and its API.
         """
-        session = await _session(service, ctx)
-        assert session.executor is not None
-        try:
-            registered = await session.executor.register_mcp_server(name, config)
-        except IpyboxError as exc:
-            raise ToolError(str(exc)) from None
-        session.startup_failures.pop(name, None)
-        return registered.reference
+        async with _using(service, ctx) as session:
+            assert session.executor is not None
+            try:
+                registered = await session.executor.register_mcp_server(name, config)
+            except IpyboxError as exc:
+                raise ToolError(str(exc)) from None
+            session.startup_failures.pop(name, None)
+            return registered.reference
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def list_mcp_servers(ctx: Context[Any, Any]) -> str:
         """The registered MCP servers: name, Python module, connection and number of tools."""
-        session = await _session(service, ctx)
-        assert session.executor is not None
+        async with _using(service, ctx) as session:
+            assert session.executor is not None
+            servers = session.executor.servers
         lines = [
             f"{name}: `{reg.module}`, {len(reg.package.tools)} tools, {reg.config.describe()}"
-            for name, reg in sorted(session.executor.servers.items())
+            for name, reg in sorted(servers.items())
         ]
         lines += [f"{name}: FAILED to start: {error}" for name, error in session.startup_failures.items()]
         return "\n".join(lines) if lines else "No MCP servers are registered."
@@ -174,34 +175,38 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
     ) -> CallToolResult:
         """pip-install packages into the kernel's Python environment (on the host, outside any
         sandbox); the running kernel can import them afterwards."""
-        executor = await _executor(service, ctx)
-        try:
-            result = await install_requirements(
-                packages, extra_args=settings.pip_args, timeout=settings.install_timeout
-            )
-        except IpyboxError as exc:
-            raise ToolError(str(exc)) from None
-        if result.timed_out:
-            return text_result(
-                f"pip timed out after {settings.install_timeout:g} s and was stopped.\n{result.output}",
-                error=True,
-            )
-        if not result.ok:
-            return text_result(f"pip failed (exit code {result.returncode}):\n{result.output}", error=True)
-        if not executor.busy:
-            await executor.execute(
-                "import importlib as _ipybox_il\n_ipybox_il.invalidate_caches()\ndel _ipybox_il"
-            )
+        async with _using(service, ctx) as session:
+            executor = session.executor
+            assert executor is not None
+            try:
+                result = await install_requirements(
+                    packages, extra_args=settings.pip_args, timeout=settings.install_timeout
+                )
+            except IpyboxError as exc:
+                raise ToolError(str(exc)) from None
+            if result.timed_out:
+                return text_result(
+                    f"pip timed out after {settings.install_timeout:g} s and was stopped.\n{result.output}",
+                    error=True,
+                )
+            if not result.ok:
+                return text_result(
+                    f"pip failed (exit code {result.returncode}):\n{result.output}", error=True
+                )
+            if not executor.busy:
+                await executor.execute(
+                    "import importlib as _ipybox_il\n_ipybox_il.invalidate_caches()\ndel _ipybox_il"
+                )
         return text_result(f"installed: {', '.join(result.requirements)}\n{result.output}")
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     async def reset(ctx: Context[Any, Any]) -> str:
         """Restart the kernel: all variables and imports are lost; registered MCP servers and their
         API are kept. Also stops a running or waiting execution."""
-        key = session_key(ctx)
-        executor = await _executor(service, ctx)
-        await service.cancel_parked(key, "the kernel was reset")
-        await executor.reset()
+        async with _using(service, ctx) as session:
+            assert session.executor is not None
+            await service.cancel_parked(session.key, "the kernel was reset")
+            await session.executor.reset()
         return "The kernel was reset: state cleared, MCP servers and their API kept."
 
     return server
@@ -251,6 +256,14 @@ async def _session(service: IpyboxService, ctx: Context[Any, Any] | None) -> Cli
         return await service.session(session_key(ctx))
     except IpyboxError as exc:
         raise ToolError(str(exc)) from None
+
+
+@contextlib.asynccontextmanager
+async def _using(service: IpyboxService, ctx: Context[Any, Any] | None) -> AsyncIterator[ClientSession]:
+    """The caller's session, kept from being closed as idle until the tool is done with it."""
+    session = await _session(service, ctx)
+    with session.hold():
+        yield session
 
 
 async def _executor(service: IpyboxService, ctx: Context[Any, Any] | None) -> "CodeExecutor":

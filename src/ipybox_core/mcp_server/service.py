@@ -16,7 +16,7 @@ import importlib
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ipybox_core.codegen import GeneratedPackage
     from ipybox_core.executor import CodeExecutor
     from ipybox_core.executor.executor import RegisteredServer
-    from ipybox_core.sessions import Sessions
+    from ipybox_core.sessions import Session, Sessions
 
 SESSIONS_DIR = ".ipybox-sessions"
 """Under the workspace: one working directory per client session (Streamable HTTP)."""
@@ -72,6 +72,17 @@ class ClientSession:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     last_used: float = field(default_factory=time.monotonic)
     restart_notice: str | None = None
+    pooled: Session | None = None
+    """The :class:`~ipybox_core.sessions.Session` behind a keyed session."""
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[ClientSession]:
+        """Keep a keyed session's kernel from being closed as idle while a tool works in it."""
+        if self.pooled is None:
+            yield self
+            return
+        with self.pooled.hold():
+            yield self
 
     def take_restart_notice(self) -> str | None:
         """The message that this session's earlier kernel was stopped (once), or ``None``."""
@@ -368,7 +379,9 @@ class IpyboxService:
         if client is None or client.executor is not session.executor:
             if client is not None:  # never while one is parked: a parked execution keeps it busy
                 await self.cancel_parked(key, "the session's kernel was closed")
-            client = ClientSession(key, session.workspace, session.executor, dict(self._pool_failures))
+            client = ClientSession(
+                key, session.workspace, session.executor, dict(self._pool_failures), pooled=session
+            )
             notice = session.take_restart_notice()
             if notice is not None:
                 client.restart_notice = (

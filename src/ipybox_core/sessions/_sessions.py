@@ -13,7 +13,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -53,6 +53,23 @@ class Session:
         self._notice = notice
         self._last_use = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
+        self._holds = 0
+
+    @property
+    def in_use(self) -> bool:
+        """True while code runs or waits for approval, or while the session is held (:meth:`hold`)."""
+        return self._holds > 0 or self.executor.busy
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Session]:
+        """Keep the session from being closed as idle or evicted while the block runs (e.g. while
+        an MCP server is registered in it); the end of the block counts as its last use."""
+        self._holds += 1
+        try:
+            yield self
+        finally:
+            self._holds -= 1
+            self._last_use = time.monotonic()
 
     @property
     def workspace(self) -> Path:
@@ -105,8 +122,8 @@ class Sessions:
 
     ``warm`` executors are kept started (kernel, tool server, sandbox) without a key: a new
     session takes one and another starts in the background. A session with no execution running
-    or waiting for approval for ``idle_timeout`` seconds is closed (kernel stopped, workspace
-    kept); at most ``max_sessions`` are live: a new one closes the longest-idle session, or raises
+    or waiting for approval (and not held: :meth:`Session.hold`) for ``idle_timeout`` seconds is
+    closed (kernel stopped, workspace kept); at most ``max_sessions`` are live: a new one closes the longest-idle session, or raises
     :class:`SessionLimitError` when every live session is in use.
     """
 
@@ -349,7 +366,7 @@ class Sessions:
         """Close the longest-idle session when the limit is reached, or raise SessionLimitError."""
         if len(self._live) + self._pending < self.max_sessions:
             return
-        idle = [s for s in self._live.values() if not s.executor.busy and s.key not in self._key_locks]
+        idle = [s for s in self._live.values() if not s.in_use and s.key not in self._key_locks]
         if not idle:
             raise SessionLimitError(
                 f"all {self.max_sessions} sessions (max_sessions) are running code or waiting for "
@@ -389,7 +406,7 @@ class Sessions:
         session._timer = None
         if self._live.get(session.key) is not session or self.idle_timeout is None:
             return
-        if session.executor.busy or session.key in self._key_locks:
+        if session.in_use or session.key in self._key_locks:
             self._arm(session, self.idle_timeout)  # in use now; its end counts as the last use
             return
         remaining = session._last_use + self.idle_timeout - time.monotonic()
@@ -403,7 +420,7 @@ class Sessions:
     async def _close_idle(self, key: str) -> None:
         async with self._key_lock(key):
             session = self._live.get(key)
-            if session is None or session.executor.busy:
+            if session is None or session.in_use:
                 return
             assert self.idle_timeout is not None
             if session._last_use + self.idle_timeout > time.monotonic():

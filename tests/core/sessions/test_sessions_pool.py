@@ -143,6 +143,19 @@ async def test_idle_session_is_closed_and_the_next_one_says_so_once(tmp_path: Pa
         assert other.take_restart_notice() is None
 
 
+async def test_a_held_session_outlives_the_idle_timeout_and_its_end_counts_as_use(tmp_path: Path) -> None:
+    async with Sessions(root=tmp_path, warm=0, idle_timeout=0.3) as sessions:
+        held = await sessions.session("held")
+        with held.hold():  # e.g. an MCP server being registered in it: not busy, but in use
+            control = await sessions.session("control")
+            await eventually(lambda: sessions.keys() == ["held"], "the idle control session was closed")
+            assert held.in_use and not held.executor.busy
+        assert sessions.keys() == ["held"]  # the hold's end counts as a use: not closed at once
+        assert (await held.executor.execute("1 + 1")).text.strip() == "2"
+        await eventually(lambda: sessions.live == 0, "the session was closed once idle")
+        assert control.take_restart_notice() is None
+
+
 async def test_max_sessions_evicts_the_longest_idle_then_refuses(tmp_path: Path) -> None:
     async with Sessions(
         root=tmp_path, warm=0, max_sessions=2, mcp_servers={"test": STDIO_SERVER}
