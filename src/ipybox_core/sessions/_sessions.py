@@ -123,8 +123,9 @@ class Sessions:
     ``warm`` executors are kept started (kernel, tool server, sandbox) without a key: a new
     session takes one and another starts in the background. A session with no execution running
     or waiting for approval (and not held: :meth:`Session.hold`) for ``idle_timeout`` seconds is
-    closed (kernel stopped, workspace kept); at most ``max_sessions`` are live: a new one closes the longest-idle session, or raises
-    :class:`SessionLimitError` when every live session is in use.
+    closed (kernel stopped, workspace kept); at most ``max_sessions`` are live: a new one closes
+    the longest-idle session, or raises :class:`SessionLimitError` when every live session is in
+    use.
     """
 
     def __init__(
