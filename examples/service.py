@@ -2,30 +2,26 @@
 
     python examples/service.py
 
-Starts `ipybox serve` (with the demo shop server) as its own process, as you would run it under
-systemd or in a container. Worker A starts code in a conversation's kernel; the code's MCP call
-waits for approval, and worker A goes away without answering. Worker B, a different client (in a
-real deployment another process or machine), finds the waiting call by the conversation and call
-id, approves it, and the code continues in the same kernel, with its variables.
+Starts `ipybox serve` (with the demo shop server; see servers/ipybox_service.py) as its own
+process, as you would run it under systemd or in a container. Worker A starts code in a
+conversation's kernel; the code's MCP call waits for approval, and worker A goes away without
+answering. Worker B, a different client (in a real deployment another process or machine), finds
+the waiting call by the conversation and call id, approves it, and the code continues in the same
+kernel, with its variables.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import secrets
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from servers.ipybox_service import ipybox_serve
 
 from ipybox_core import ApprovalRequest
 from ipybox_core.remote import RemoteSessions
-
-SHOP = {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}
 
 
 async def main(url: str, token: str) -> None:
@@ -56,34 +52,11 @@ async def main(url: str, token: str) -> None:
     # --8<-- [end:workers]
 
 
-def serve(folder: Path, token: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`ipybox serve` on a free loopback port; returns the process and its URL."""
-    config = folder / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"shop": SHOP}}))
-    log = folder / "serve.log"
-    command = [sys.executable, "-m", "ipybox_core.cli", "serve", "--workspace", str(folder / "ws")]
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [*command, "--config", str(config), "--port", "0", "--audit-log", str(folder / "audit.jsonl")],
-            stderr=stderr,
-            env={**os.environ, "IPYBOX_MCP_TOKEN": token},
-        )
-    while process.poll() is None:
-        found = re.search(r"listening on (\S+)", log.read_text())
-        if found:
-            return process, found.group(1)
-        time.sleep(0.05)
-    raise SystemExit(f"ipybox serve did not start:\n{log.read_text()}")
-
-
 if __name__ == "__main__":
     token = secrets.token_urlsafe(32)
     with tempfile.TemporaryDirectory(prefix="ipybox-service-") as tmp:
-        process, url = serve(Path(tmp), token)
-        try:
+        audit = Path(tmp) / "audit.jsonl"
+        with ipybox_serve(Path(tmp), token, "--audit-log", str(audit)) as url:
             asyncio.run(main(url, token))
-        finally:
-            process.terminate()
-            process.wait(30)
-        decided = [json.loads(line) for line in (Path(tmp) / "audit.jsonl").open()]
+        decided = [json.loads(line) for line in audit.open()]
         print("audit log:", [(entry["tool"], entry["approved"], entry["decided_by"]) for entry in decided])

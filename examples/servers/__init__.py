@@ -1,0 +1,1 @@
+"""What the examples start besides themselves: a second MCP server, and ``ipybox serve``."""
