@@ -39,6 +39,13 @@ def run_example(
     return done
 
 
+def documented(page: str, *lines: str) -> None:
+    """Each of ``lines`` appears in ``docs/<page>`` (the page shows the real output)."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    for line in lines:
+        assert line in text, f"docs/{page} does not show the output line {line!r}"
+
+
 def run_in_terminal(name: str, answers: list[str], *, returncode: int = 0, timeout: float = 180) -> str:
     """Run ``examples/<name>`` on a pseudo-terminal, typing one answer at each ``[y/N]`` prompt.
 

@@ -16,17 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from example_runner import DOCS, EXAMPLES, run_example, run_in_terminal
+from example_runner import EXAMPLES, documented, run_example, run_in_terminal
 from prerequisites import require
 
 pytestmark = pytest.mark.slow
-
-
-def documented(page: str, *lines: str) -> None:
-    """Each of ``lines`` appears in ``docs/<page>`` (the page shows the real output)."""
-    text = (DOCS / page).read_text(encoding="utf-8")
-    for line in lines:
-        assert line in text, f"docs/{page} does not show the output line {line!r}"
 
 
 def test_quickstart_approves_both_calls_without_a_terminal() -> None:
@@ -246,3 +239,26 @@ def test_gateway_example_runs_code_on_a_kernel_gateway() -> None:
         return
     assert "approve shop.list_products(category='games') [read-only]? [y/N] y (auto)" in out
     assert "2 games" in out  # the demo shop has two games: the MCP call went through the tool server
+
+
+@pytest.mark.parametrize(
+    ("example", "page"),
+    [
+        ("pydantic_ai_sessions.py", "frameworks/pydantic_ai.md"),
+        ("openai_agents_sessions.py", "frameworks/openai_agents.md"),
+    ],
+)
+def test_sessions_examples_keep_conversations_and_their_approvals_apart(example: str, page: str) -> None:
+    lines = [
+        "alice: ['Structure and Interpretation of Computer Programs']",
+        "bob: []",
+        "alice: ['shop.place_order'] waits",
+        "bob: 20",  # while alice's call waits
+        "alice: ordered for 48.0 USD (budget 50 USD): ord-1001",
+        "bob: the Python kernel of this conversation was restarted (it was closed by the application): "
+        "variables and imports from earlier code are gone (files in the workspace remain)",
+        "",
+        "False",
+    ]
+    assert run_example(example).stdout.splitlines() == lines
+    documented(page, *(line for line in lines if line))

@@ -1,4 +1,9 @@
-"""examples/service.py runs and prints what docs/deploying.md shows."""
+"""The service examples run and print what docs/deploying.md and the framework pages show.
+
+Each starts ``ipybox serve`` as a real process; the framework examples then run process A (the
+agent until its MCP call waits for approval, the framework's state saved, exit) and process B (the
+state loaded, the call approved, the code continued in A's kernel) as two more real processes.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,15 @@ import re
 
 import pytest
 
-from example_runner import DOCS, run_example
+from example_runner import DOCS, documented, run_example
 
 pytestmark = pytest.mark.slow
+
+ACROSS_PROCESSES = [
+    "process A: shop.place_order waits for approval; exiting",
+    "process B: approving shop.place_order",
+    "process B: ordered for 48.0 USD (budget 50 USD): ord-1001",  # A's variable, in A's kernel
+]
 
 
 def test_service_example_answers_worker_as_approval_from_worker_b() -> None:
@@ -25,3 +36,19 @@ def test_service_example_answers_worker_as_approval_from_worker_b() -> None:
     page = (DOCS / "deploying.md").read_text(encoding="utf-8")
     for line in lines:
         assert line in page, f"docs/deploying.md does not show {line!r}"
+
+
+@pytest.mark.parametrize(
+    ("example", "page"),
+    [
+        ("langchain_service.py", "frameworks/langchain.md"),
+        ("pydantic_ai_service.py", "frameworks/pydantic_ai.md"),
+        ("openai_agents_service.py", "frameworks/openai_agents.md"),
+    ],
+)
+def test_process_b_approves_what_process_a_left_and_the_code_goes_on_in_its_kernel(
+    example: str, page: str
+) -> None:
+    out = run_example(example).stdout
+    assert out.splitlines() == ACROSS_PROCESSES
+    documented(page, *ACROSS_PROCESSES)
