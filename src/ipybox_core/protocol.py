@@ -11,14 +11,22 @@ Request ``_meta`` of ``tools/call execute_code``:
 - ``ipybox.dev/call``: the client's id for this call (e.g. the framework's tool call id);
 - ``ipybox.dev/resume``: ``true``: never start code, continue the call parked under ``call``
   (the pending question is returned again); a ``gone`` error when there is none;
-- ``ipybox.dev/client``: who answers (recorded as ``client:<name>`` in the audit log).
+- ``ipybox.dev/client``: who answers (recorded as ``client:<name>`` in the audit log);
+- ``ipybox.dev/output``: ``true``: with a ``progressToken``, each progress notification's
+  ``message`` is a JSON object ``{"stream": "stdout" | "stderr", "text": ...}`` instead of the
+  plain text (every client that sends a ``progressToken`` gets the output as the code prints it).
 
 Input response ``content`` (next to ``action``): ``reason`` (a rejection's reason), ``arguments``
 (edited arguments of an accepted call) and ``cancel`` (``true``: stop the execution).
 
 Result ``_meta``: ``ipybox.dev/approval`` on an ``InputRequiredResult`` (the request as data),
 ``ipybox.dev/result`` on a finished execution (``ipybox.dev/notice``: the session's kernel was
-restarted since its last call), ``ipybox.dev/error`` on a failure.
+restarted since its last call), ``ipybox.dev/error`` on a failure; ``ipybox.dev/streamed``: how
+many characters of output this round sent as progress notifications (the last notification's
+``progress``), so a client knows when it has them all.
+
+Tool ``cancel_waiting`` (``keep_calls``: call ids to spare) cancels the session's executions that
+wait for an approval when the conversation moved on; it returns how many it cancelled.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ SESSION = PREFIX + "session"
 CALL = PREFIX + "call"
 RESUME = PREFIX + "resume"
 CLIENT = PREFIX + "client"
+OUTPUT = PREFIX + "output"
+STREAMED = PREFIX + "streamed"
 APPROVAL = PREFIX + "approval"
 RESULT = PREFIX + "result"
 ERROR = PREFIX + "error"

@@ -27,6 +27,8 @@ ContextT = TypeVar("ContextT", default=None)
 """What the parker needs again on resume (e.g. the output limit of the original call)."""
 
 ABANDONED = "the suspended execution was abandoned"
+MOVED_ON = "abandoned: the conversation went on without a decision for this call"
+"""Why a parked execution is cancelled when its conversation moves on (a new turn, a new run)."""
 DEFAULT_ABANDON_AFTER = 900.0
 """The backstop: an execution parked this long (15 minutes) is cancelled. Adapters cancel a parked
 execution at once when its conversation moves on; the timer only catches one that never comes back."""

@@ -11,13 +11,23 @@ decision for that call. The conversation decides the kernel too: an adapter is g
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.errors import (
+    ExecutionCancelled,
+    ExecutionTimeout,
+    ExecutorBusy,
+    KernelDied,
+    ServiceError,
+)
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult
-from ipybox_core.remote import RemoteExecutor
+from ipybox_core.remote import RemoteExecutor, RemoteSessions
+
+logger = logging.getLogger(__name__)
 
 Executor = CodeExecutor | RemoteExecutor
 """A conversation's executor: in this process, or in an ipybox service (``RemoteSessions``)."""
@@ -114,6 +124,11 @@ class Conversations:
         else:
             raise TypeError(f"expected a CodeExecutor or a Sessions object, got {type(source).__name__}")
 
+    @property
+    def in_service(self) -> bool:
+        """True when the kernels live in an ipybox service (``RemoteSessions``)."""
+        return isinstance(self.source, RemoteSessions)
+
     async def session(self, key: str | None) -> Session:
         key = key or DEFAULT_SESSION_KEY
         if self.source is not None:
@@ -188,6 +203,27 @@ def start_execution(
         return executor.stream(code, timeout=timeout)
     except ExecutorBusy:
         return None
+
+
+async def cancel_in_service(
+    source: CodeExecutor | SessionSource | None,
+    key: str,
+    *,
+    calls: Collection[str] | None = None,
+    keep: Collection[str] = (),
+    reason: str | None = None,
+) -> int:
+    """When the kernels live in an ipybox service (``RemoteSessions``): cancel what waits there for
+    an approval in conversation ``key``, parked by any process (only ``calls`` if given, never
+    ``keep``); returns how many. Always 0 for kernels in this process."""
+    if not isinstance(source, RemoteSessions):
+        return 0
+    session = await source.session(key or DEFAULT_SESSION_KEY)
+    try:
+        return await session.executor.cancel_waiting(calls=calls, keep=keep, reason=reason)
+    except ServiceError as error:  # the waiting call stays until its approval times out
+        logger.warning("ipybox: could not cancel what waits in the service for %r: %s", key, error)
+        return 0
 
 
 async def reattach(executor: Executor, call_id: str) -> Execution | None:

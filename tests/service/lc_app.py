@@ -5,6 +5,7 @@
 calls ``add`` before ``count``). ``resume URL DB approve|reject|none``: build
 the same agent on the same file and resume the thread with that decision (``none``:
 ``ainvoke(None)``, no answer); print ``OUTPUT`` with the tool messages and the interrupts left.
+``moveon URL DB``: new input on the thread, ignoring the interrupt; print ``OUTPUT`` likewise.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def scripted(steps: list[str]) -> Callable[[list[BaseMessage]], AIMessage]:
     return script
 
 
+def moved_on(messages: list[BaseMessage]) -> AIMessage:
+    """After the new input: one execute_code call that needs the kernel free; then 'done'."""
+    if messages[-1].type == "human":
+        return AIMessage(content="", tool_calls=[tool_call("print('free', state)", "call_9")])
+    return AIMessage(content="done")
+
+
 async def main(role: str, url: str, db: Path, extra: str) -> None:
     async with (
         RemoteSessions(url, client_name=f"lc-{role}") as sessions,
@@ -50,7 +58,8 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
     ):
         middleware = CodeActionMiddleware(sessions)
         steps = [STEPS[0], ADD_FIRST] if extra == "add" else STEPS
-        _, agent = make_agent([middleware], scripted(steps), checkpointer=saver)
+        script = moved_on if role == "moveon" else scripted(steps)
+        _, agent = make_agent([middleware], script, checkpointer=saver)
         if role == "start":
             out = await agent.ainvoke(user(), config(THREAD), version="v2")
             (interrupt,) = out.interrupts
@@ -59,9 +68,12 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
                 await asyncio.Event().wait()
             return
         answer: Any = {"approve": APPROVE, "reject": reject("not now")}.get(extra)
-        out = await agent.ainvoke(
-            Command(resume=answer) if answer is not None else None, config(THREAD), version="v2"
-        )
+        if role == "moveon":
+            out = await agent.ainvoke(user("never mind that"), config(THREAD), version="v2")
+        else:
+            out = await agent.ainvoke(
+                Command(resume=answer) if answer is not None else None, config(THREAD), version="v2"
+            )
         report = {
             "tools": [text_of(message) for message in tool_messages(out.value)],
             "interrupts": [action(interrupt)["name"] for interrupt in out.interrupts],

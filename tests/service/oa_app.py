@@ -4,6 +4,8 @@
 print ``PARKED`` with the interruptions (and with ``hold``, wait to be killed).
 ``answer URL FILE approve|reject``: restore the ``RunState`` from FILE, decide its interruptions and
 resume the run; print ``OUTPUT`` with what execute_code returned to the model and the final output.
+``moveon URL FILE``: a new run of the same conversation that ignores the saved state; print
+``OUTPUT`` likewise.
 """
 
 from __future__ import annotations
@@ -36,17 +38,27 @@ def conversation(context: Any) -> str:
     return str(context.context["conversation"])
 
 
+def context() -> dict[str, str]:
+    return {"conversation": CONVERSATION}
+
+
 async def main(role: str, url: str, file: Path, extra: str) -> None:
     async with RemoteSessions(url, client_name=f"oa-{role}") as sessions:
         code = CodeActionTool(sessions, key=conversation)
         if role == "start":
             agent = make_agent(code, scripted(*STEPS))
-            result = await Runner.run(agent, "go", context={"conversation": CONVERSATION})
+            result = await Runner.run(agent, "go", context=context())
             assert result.interruptions, [output_text(o) for o in tool_outputs(agent.model)]
             file.write_text(json.dumps(result.to_state().to_json()))
             print("PARKED", json.dumps(call_summary(result.interruptions)), flush=True)
             if extra == "hold":
                 await asyncio.Event().wait()
+            return
+        if role == "moveon":
+            model = scripted("print('free', state)", final="done")
+            result = await Runner.run(make_agent(code, model), "never mind that", context=context())
+            summary = {"outputs": [output_text(o) for o in tool_outputs(model)], "final": result.final_output}
+            print("OUTPUT", json.dumps({**summary, "interruptions": []}), flush=True)
             return
         model = ScriptedModel([[assistant_message("done")]])  # A's model made the calls before it
         agent = make_agent(code, model)

@@ -2,7 +2,9 @@
 
 ``start URL FILE [hold]``: run until ipybox asks for approval, save the message history and the
 deferred requests as JSON to FILE, print ``PARKED`` (and with ``hold``, wait to be killed).
-``answer URL FILE approve|reject``: load FILE and resume the run with that decision; print ``OUTPUT``.
+``answer URL FILE approve|reject|abort``: load FILE and resume the run with that decision; print ``OUTPUT``.
+``moveon URL FILE``: a new run of the same conversation that ignores what waits (no history, no
+answer); print ``OUTPUT``.
 """
 
 from __future__ import annotations
@@ -46,10 +48,19 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
             if extra == "hold":
                 await asyncio.Event().wait()
             return
+        if role == "moveon":
+            moved = ScriptedModel(["print('free', state)"])
+            agent = Agent(
+                moved.model, capabilities=[CodeAction(sessions)], output_type=[str, DeferredToolRequests]
+            )
+            result = await agent.run("never mind that", conversation_id=CONVERSATION)
+            print("OUTPUT", json.dumps(result.output), flush=True)
+            return
         saved = json.loads(file.read_text())
         history = ModelMessagesTypeAdapter.validate_python(saved["history"])
         requests = REQUESTS.validate_python(saved["requests"])
-        decision = Decision.approve() if extra == "approve" else Decision.reject("not now")
+        decisions = {"approve": Decision.approve(), "abort": Decision.abort("stop: the user aborted")}
+        decision = decisions.get(extra, Decision.reject("not now"))
         results = approval_results(requests, lambda approval: decision)
         result = await agent.run(
             message_history=history, deferred_tool_results=results, conversation_id=CONVERSATION

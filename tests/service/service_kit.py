@@ -102,3 +102,22 @@ def wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = 
     process.kill()
     _, err = process.communicate()
     raise AssertionError(f"no {prefix!r} line from the application:\n{err}")
+
+
+ABANDONED = "the earlier execute_code call was abandoned without a decision"
+
+
+async def count_now(service: Service, conversation: str, abandoned_call: str) -> str:
+    """In a third process's role: the call ``abandoned_call`` no longer waits in ``conversation``,
+    and the test server's ``count()``, approved now, returns 1 if the abandoned call never ran."""
+    from ipybox_core.approval import ApprovalRequest
+    from ipybox_core.remote import RemoteSessions
+
+    async with RemoteSessions(service.url, token=service.token, client_name="checker") as sessions:
+        executor = (await sessions.session(conversation)).executor
+        assert await executor.reattach(abandoned_call) is None
+        execution = executor.stream("from mcptools.test import count\nprint('count', count())")
+        request = await execution.next_stop()
+        assert isinstance(request, ApprovalRequest), request
+        await request.accept()
+        return (await execution.wait()).text.strip()

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import TOKEN, Service, run_app, start_app, start_service, wait_for_line
+from service_kit import TOKEN, Service, count_now, run_app, start_app, start_service, wait_for_line
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.remote import RemoteSessions
@@ -22,7 +22,8 @@ GONE = "the execution of this execute_code call is gone"
 
 
 def resume(service: Service, db: Path, decision: str) -> dict[str, Any]:
-    done = run_app("lc_app.py", "resume", service.url, str(db), decision)
+    role = "moveon" if decision == "moveon" else "resume"
+    done = run_app("lc_app.py", role, service.url, str(db), decision)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
     report: dict[str, Any] = json.loads(line.removeprefix("OUTPUT "))
@@ -122,5 +123,18 @@ def test_an_answer_to_an_interrupt_that_shows_another_call_is_not_applied(tmp_pa
         assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1  # asked, not run
         report = resume(service, db, "approve")
         assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
+    finally:
+        assert service.stop() == 0
+
+
+def test_new_input_in_another_process_cancels_what_waits_and_frees_the_kernel(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        db = tmp_path / "checkpoints.sqlite"
+        start(service, db)
+        report = resume(service, db, "moveon")  # B: new input on the thread, no answer
+        assert report["interrupts"] == [] and report["tools"][-1] == "free kept", report
+        assert "abandoned" in report["tools"][-2] and "did not run" in report["tools"][-2]  # told
+        assert asyncio.run(count_now(service, "lc-thread-1", "call_1")) == "count 1"  # never ran
     finally:
         assert service.stop() == 0

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import Service, run_app, start_app, start_service, wait_for_line
+from service_kit import ABANDONED, Service, count_now, run_app, start_app, start_service, wait_for_line
 
 GONE = "is gone from the ipybox service"
 
@@ -20,7 +21,8 @@ def start(service: Service, state: Path) -> None:
 
 
 def answer(service: Service, state: Path, decision: str) -> dict[str, Any]:
-    done = run_app("oa_app.py", "answer", service.url, str(state), decision)
+    role = "moveon" if decision == "moveon" else "answer"
+    done = run_app("oa_app.py", role, service.url, str(state), decision)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
     summary: dict[str, Any] = json.loads(line.removeprefix("OUTPUT "))
@@ -69,3 +71,15 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
         assert "count 1" not in output and "kept" not in output
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_new_run_in_another_process_cancels_what_waits_and_frees_the_kernel(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        start(service, state)
+        output = answer(service, state, "moveon")["outputs"][-1]  # B: a new run, the state ignored
+        assert output.startswith(f"Note: {ABANDONED}") and output.endswith("free kept"), output
+        assert asyncio.run(count_now(service, "oa-conversation-1", "outer-2")) == "count 1"  # never ran
+    finally:
+        assert service.stop() == 0

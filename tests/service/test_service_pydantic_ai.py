@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from pathlib import Path
 
-from service_kit import Service, run_app, start_app, start_service, wait_for_line
+from service_kit import ABANDONED, Service, count_now, run_app, start_app, start_service, wait_for_line
 
 STALE = "no longer waits for an approval"
 
 
+def start(service: Service, state: Path) -> None:
+    """Process A: run until ipybox asks for approval, save the run's state to ``state``, exit."""
+    started = run_app("pai_app.py", "start", service.url, str(state))
+    assert started.returncode == 0 and "PARKED" in started.stdout, started.stderr
+
+
 def answer(service: Service, state: Path, decision: str = "approve") -> str:
-    done = run_app("pai_app.py", "answer", service.url, str(state), decision)
+    done = run_app(
+        "pai_app.py", decision if decision == "moveon" else "answer", service.url, str(state), decision
+    )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("OUTPUT "))
     return str(json.loads(line.removeprefix("OUTPUT ")))
@@ -22,8 +31,7 @@ def test_process_b_answers_what_process_a_left_and_the_call_runs_once(tmp_path: 
     service = start_service(tmp_path / "ws")
     try:
         state = tmp_path / "run.json"
-        started = run_app("pai_app.py", "start", service.url, str(state))
-        assert started.returncode == 0 and "PARKED" in started.stdout, started.stderr
+        start(service, state)
         output = answer(service, state)
         assert "count 1 kept" in output  # the kernel kept `state`; count() ran once, approved by B
     finally:
@@ -67,5 +75,30 @@ def test_an_application_without_the_token_is_refused(tmp_path: Path) -> None:
         assert refused.returncode != 0
         last = refused.stderr.strip().splitlines()[-1]
         assert last.startswith("ipybox_core.errors.ServiceError: cannot connect") and "Unauthorized" in last
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_new_run_in_another_process_cancels_what_waits_and_frees_the_kernel(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        start(service, state)
+        output = answer(service, state, "moveon")  # B moves on: a new run, no answer
+        assert ABANDONED in output and "free kept" in output, output  # told; kernel free, state kept
+        assert asyncio.run(count_now(service, "pai-conversation-1", "call_1_0")) == "count 1"
+    finally:
+        assert service.stop() == 0
+
+
+def test_an_abort_from_another_process_cancels_the_execution_in_the_service(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "ws")
+    try:
+        state = tmp_path / "run.json"
+        start(service, state)
+        output = answer(service, state, "abort")
+        assert "stop: the user aborted" in output and "count 1" not in output, output
+        # nobody can approve it any more, and count() never ran
+        assert asyncio.run(count_now(service, "pai-conversation-1", "call_1_0")) == "count 1"
     finally:
         assert service.stop() == 0

@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
@@ -14,6 +14,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._results import error_result, execution_result
 from ipybox_core.mcp_server.approvals import Approver, answer_of, apply_answer
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedCall
@@ -22,13 +23,15 @@ from ipybox_core.suspended import SuspendedExecution
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution
 
+Round = TypeVar("Round", CallToolResult, InputRequiredResult)
+
 BUSY_MESSAGE = (
     "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
     "its result before calling execute_code again (do not call it in parallel), or call `reset`."
 )
 GONE_MESSAGE = (
-    "Error: the execution waiting for this approval is gone: nobody answered in time, `reset` was "
-    "called, or the server restarted. Run the code again."
+    "Error: the execution waiting for this approval is gone: nobody answered in time, the "
+    "conversation moved on, `reset` was called, or the server restarted. Run the code again."
 )
 _REMEMBERED_DECISIONS = 10_000
 
@@ -139,23 +142,37 @@ async def drive(
     execution: Execution,
     call: ParkedCall,
 ) -> CallToolResult | InputRequiredResult:
-    """Run ``execution`` until it ends, or until the client must be asked in a new round."""
+    """Run ``execution`` until it ends, or until the client must be asked in a new round; its
+    output goes to the client as it is printed (:class:`OutputRelay`)."""
+    from ipybox_core.executor import ExecutionResult, OutputChunk  # loaded with the executor
+
+    relay = OutputRelay(ctx, limit=call.max_chars)
     try:
-        while True:
-            stop = await execution.next_stop()
-            if not isinstance(stop, ApprovalRequest):
-                return execution_result(stop, max_chars=call.max_chars)
-            channel = approver.channel(ctx)
-            if channel == "input_required":
-                parked = service.parked.park(secrets.token_urlsafe(16), execution, stop, call)
-                return _ask(approver, parked.key, stop)
-            await approver.decide_now(stop, ctx, channel)
+        async for event in execution:
+            if isinstance(event, OutputChunk) and event.text:
+                await relay.send(event)
+            elif isinstance(event, ExecutionResult):
+                return _streamed(execution_result(event, max_chars=call.max_chars), relay)
+            elif isinstance(event, ApprovalRequest):
+                channel = approver.channel(ctx)
+                if channel == "input_required":
+                    parked = service.parked.park(secrets.token_urlsafe(16), execution, event, call)
+                    return _streamed(_ask(approver, parked.key, event), relay)
+                await approver.decide_now(event, ctx, channel)
+        raise RuntimeError("the execution ended without a result")
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        return _failure(error)
+        return _streamed(_failure(error), relay)
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
         await asyncio.shield(execution.cancel("the MCP request was cancelled"))
         raise
+
+
+def _streamed(result: Round, relay: OutputRelay) -> Round:
+    """``result`` telling how much output the round sent ahead of it."""
+    if relay.sent:
+        result.meta = {**(result.meta or {}), protocol.STREAMED: relay.sent}
+    return result
 
 
 def _parked_call(service: IpyboxService, caller: Caller) -> SuspendedExecution[ParkedCall] | None:

@@ -30,9 +30,10 @@ from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
 from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
 from ipybox_core.mcp_server.packages import install_requirements
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService
+from ipybox_core.suspended import MOVED_ON
 
 if TYPE_CHECKING:
-    from ipybox_core.executor import CodeExecutor
+    pass
 
 SERVER_NAME = "ipybox"
 SESSION_HEADER = "Ipybox-Session"
@@ -153,15 +154,18 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         ] = None,
     ) -> str:
         """Python signatures of the registered MCP servers' tools, to use in `execute_code`."""
-        executor = await _executor(service, ctx)
-        unknown = sorted(set(servers or []) - set(executor.servers))
+        try:
+            source = await service.reference_source(session_key(ctx))
+        except IpyboxError as exc:
+            raise ToolError(str(exc)) from None
+        unknown = sorted(set(servers or []) - set(source.servers))
         if unknown:
             raise ToolError(
-                f"unknown servers: {', '.join(unknown)} (registered: {', '.join(executor.servers)})"
+                f"unknown servers: {', '.join(unknown)} (registered: {', '.join(source.servers)})"
             )
-        if not executor.servers:
+        if not source.servers:
             return "No MCP servers are registered yet: use register_mcp_server."
-        return executor.api_reference(servers, max_chars=max_chars)
+        return source.api_reference(servers, max_chars=max_chars)
 
     @server.tool(annotations=ToolAnnotations(open_world_hint=True))
     async def install_package(
@@ -198,6 +202,28 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
                     "import importlib as _ipybox_il\n_ipybox_il.invalidate_caches()\ndel _ipybox_il"
                 )
         return text_result(f"installed: {', '.join(result.requirements)}\n{result.output}")
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    async def cancel_waiting(
+        ctx: Context[Any, Any],
+        calls: Annotated[
+            list[str] | None,
+            Field(description="only these call ids (the `ipybox.dev/call` of their execute_code)"),
+        ] = None,
+        keep_calls: Annotated[list[str] | None, Field(description="call ids to leave waiting")] = None,
+        reason: Annotated[
+            str | None, Field(description="why (the pending calls are rejected with it)", max_length=500)
+        ] = None,
+    ) -> int:
+        """Cancel this session's executions that wait for an approval, because the conversation
+        moved on: their pending MCP calls never run, and the kernel is free (its state is kept).
+        Returns how many were cancelled."""
+        return await service.cancel_parked(
+            session_key(ctx),
+            reason or MOVED_ON,
+            only=None if calls is None else set(calls),
+            keep=set(keep_calls or ()),
+        )
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     async def reset(ctx: Context[Any, Any]) -> str:
@@ -264,12 +290,6 @@ async def _using(service: IpyboxService, ctx: Context[Any, Any] | None) -> Async
     session = await _session(service, ctx)
     with session.hold():
         yield session
-
-
-async def _executor(service: IpyboxService, ctx: Context[Any, Any] | None) -> "CodeExecutor":
-    executor = (await _session(service, ctx)).executor
-    assert executor is not None
-    return executor
 
 
 async def _guard(result: Any) -> CallToolResult | InputRequiredResult:

@@ -16,7 +16,7 @@ import importlib
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +27,7 @@ from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_serve
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
-from ipybox_core.suspended import SuspendedExecutions
+from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
 
 if TYPE_CHECKING:
     from ipybox_core.codegen import GeneratedPackage
@@ -215,6 +215,17 @@ class IpyboxService:
         session.last_used = time.monotonic()
         return session
 
+    async def reference_source(self, key: str | None) -> CodeExecutor | Sessions:
+        """What lists the API of session ``key``'s servers: its executor when it has a kernel,
+        otherwise the servers every keyed session shares (no kernel is started for the question)."""
+        if key is None:
+            return await self.executor()
+        client = self._clients.get(key)
+        pool = await self._started_pool()
+        if client is not None and client.executor is not None and key in pool:
+            return client.executor
+        return pool
+
     async def close_session(self, key: str) -> None:
         """The client ended session ``key``: stop its executions, kernel and MCP servers, and
         remove its working directory."""
@@ -226,9 +237,22 @@ class IpyboxService:
         if workspace is not None:
             await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
 
-    async def cancel_parked(self, key: str | None, reason: str) -> int:
-        """Cancel the executions of session ``key`` parked for an approval round."""
-        return await self.parked.cancel_all(reason, where=lambda parked: parked.context.session == key)
+    async def cancel_parked(
+        self,
+        key: str | None,
+        reason: str,
+        *,
+        only: Collection[str] | None = None,
+        keep: Collection[str] = (),
+    ) -> int:
+        """Cancel the executions of session ``key`` parked for an approval round (those whose call
+        id is in ``only`` if given; never those in ``keep``); returns how many."""
+
+        def chosen(parked: SuspendedExecution[ParkedCall]) -> bool:
+            call = parked.context.call
+            return parked.context.session == key and (only is None or call in only) and call not in keep
+
+        return await self.parked.cancel_all(reason, where=chosen)
 
     async def close(self) -> None:
         """Cancel parked executions and stop every kernel and MCP server process."""

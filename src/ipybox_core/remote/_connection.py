@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
 import httpx2
@@ -22,6 +24,7 @@ TOKEN_ENV = "IPYBOX_MCP_TOKEN"
 Round = CallToolResult | InputRequiredResult
 GONE = "the execution waiting for this approval is gone (the ipybox service restarted or forgot it)"
 _NAME = re.compile(r"[^A-Za-z0-9._~-]")
+_OUTPUT_GRACE = 1.0  # seconds to wait for output notifications behind a round's result
 
 
 def default_client_name() -> str:
@@ -72,13 +75,18 @@ class ServiceConnection:
         resume: bool = False,
         input_responses: InputResponses | None = None,
         request_state: str | None = None,
+        on_output: OnOutput | None = None,
     ) -> Round:
-        """One ``tools/call execute_code`` round for ``session``."""
+        """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
+        the code's output as it is printed, all of it before this returns."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
         if resume:
             meta[protocol.RESUME] = True
+        output = _Output(on_output) if on_output is not None else None
+        if output is not None:
+            meta[protocol.OUTPUT] = True
         try:
             result: Round = await self._client.session.call_tool(
                 "execute_code",
@@ -86,6 +94,7 @@ class ServiceConnection:
                 input_responses=input_responses,
                 request_state=request_state,
                 meta=cast(RequestParamsMeta, meta),
+                progress_callback=output.receive if output is not None else None,
                 allow_input_required=True,
             )
         except Exception as error:
@@ -93,7 +102,26 @@ class ServiceConnection:
             if request_state is not None and "requestState" in reason:  # the service restarted since
                 raise ExecutionGone(f"{GONE}: {reason}") from None
             raise ServiceError(f"the ipybox service at {self.url} failed the request: {reason}") from None
+        if output is not None:
+            await output.complete(protocol.meta_value(result.meta, protocol.STREAMED))
         return result
+
+    async def cancel_waiting(
+        self,
+        session: str,
+        *,
+        calls: Collection[str] | None = None,
+        keep: Collection[str] = (),
+        reason: str | None = None,
+    ) -> int:
+        """Cancel the executions of ``session`` that wait for an approval (only ``calls`` if given,
+        never ``keep``); returns how many."""
+        arguments: dict[str, Any] = {"keep_calls": sorted(keep)}
+        if calls is not None:
+            arguments["calls"] = sorted(calls)
+        if reason is not None:
+            arguments["reason"] = reason[:500]
+        return int(await self.call_tool(session, "cancel_waiting", arguments))
 
     async def call_tool(self, session: str, name: str, arguments: Mapping[str, Any]) -> str:
         """Call one of the service's other tools for ``session``; returns its text."""
@@ -108,6 +136,44 @@ class ServiceConnection:
         if result.is_error:
             raise ServiceError(f"the ipybox service refused {name}: {text}")
         return text
+
+
+OnOutput = Callable[[str, str], None]
+"""Receives ``(stream, text)`` of the code's output as it is printed."""
+
+
+class _Output:
+    """The output notifications of one round, handed on in order, each once."""
+
+    def __init__(self, on_output: OnOutput) -> None:
+        self._on_output = on_output
+        self._seen = 0.0
+        self._arrived = asyncio.Event()
+
+    async def receive(self, progress: float, total: float | None, message: str | None) -> None:
+        if message is None or progress <= self._seen:
+            return
+        try:
+            data = json.loads(message)
+            stream, text = str(data["stream"]), str(data["text"])
+        except (ValueError, KeyError, TypeError):
+            return
+        self._seen = progress
+        self._arrived.set()
+        self._on_output("stderr" if stream == "stderr" else "stdout", text)
+
+    async def complete(self, streamed: object) -> None:
+        """Wait (briefly) for notifications still in flight when the round's result came."""
+        if not isinstance(streamed, int | float):
+            return
+        deadline = asyncio.get_running_loop().time() + _OUTPUT_GRACE
+        while self._seen < streamed:
+            self._arrived.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
 
 
 async def _never_inline(context: Any, params: Any) -> ElicitResult:

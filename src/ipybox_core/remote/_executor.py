@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Collection
 from typing import Any
 
 from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredResult
@@ -20,10 +21,10 @@ from ipybox_core.errors import (
     KernelDied,
     ServiceError,
 )
-from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit
 from ipybox_core.mcp.types import ToolAnnotations
-from ipybox_core.remote._connection import Round, ServiceConnection
+from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
 
 _ERRORS: dict[str, type[Exception]] = {
     "busy": ExecutorBusy,
@@ -40,9 +41,11 @@ class RemoteExecutor:
     """Runs code in one session's kernel on an ipybox service, with the events of a local executor.
 
     ``stream(code, call_id=...)`` starts an :class:`~ipybox_core.executor.Execution` whose approval
-    requests carry the service's approval ids; decide them as usual (``accept``/``reject``). An
-    execution parked at an approval outlives this process: :meth:`reattach` in any process picks it
-    up again by its ``call_id``. Output arrives with the result (no live output chunks).
+    requests carry the service's approval ids; decide them as usual (``accept``/``reject``).
+    Output arrives as :class:`~ipybox_core.executor.OutputChunk` events while the code prints it
+    (rich displays come with the result). An execution parked at an approval outlives this
+    process: :meth:`reattach` in any process picks it up again by its ``call_id``, and
+    :meth:`cancel_waiting` in any process cancels it when the conversation moved on.
     """
 
     def __init__(self, connection: ServiceConnection, session: str, api_reference: Any) -> None:
@@ -68,8 +71,10 @@ class RemoteExecutor:
         if timeout is not None:
             arguments["timeout"] = timeout
 
-        async def first() -> Round:
-            return await self._connection.execute(self.session, arguments=arguments, call=call_id)
+        async def first(emit: Emit) -> Round:
+            return await self._connection.execute(
+                self.session, arguments=arguments, call=call_id, on_output=_chunks(emit)
+            )
 
         return self._execution(first, arguments)
 
@@ -80,10 +85,22 @@ class RemoteExecutor:
         if _error_kind(first) == "gone":
             return None
 
-        async def again() -> Round:
+        async def again(emit: Emit) -> Round:
             return first
 
         return self._execution(again, arguments)
+
+    async def cancel_waiting(
+        self,
+        *,
+        calls: Collection[str] | None = None,
+        keep: Collection[str] = (),
+        reason: str | None = None,
+    ) -> int:
+        """Cancel this session's executions that wait for an approval in the service, started by
+        any process: those of ``calls`` if given, never those of ``keep`` (e.g. the conversation
+        moved on). Their pending MCP calls never run; returns how many were cancelled."""
+        return await self._connection.cancel_waiting(self.session, calls=calls, keep=keep, reason=reason)
 
     async def reset(self) -> None:
         """Restart the session's kernel on the service (state lost, MCP servers kept)."""
@@ -140,7 +157,7 @@ class RemoteExecutor:
         waiting: list[tuple[str, str]],
         cancelled: asyncio.Event,
     ) -> ExecutionResult:
-        reply: Round = await await_first()
+        reply: Round = await await_first(emit)
         while isinstance(reply, InputRequiredResult):
             key = next(iter(reply.input_requests or {}), "")
             state = reply.request_state or ""
@@ -159,7 +176,11 @@ class RemoteExecutor:
                 action="accept" if decision.approved else "decline", content=content or None
             )
             reply = await self._connection.execute(
-                self.session, arguments=arguments, input_responses={key: answer}, request_state=state
+                self.session,
+                arguments=arguments,
+                input_responses={key: answer},
+                request_state=state,
+                on_output=_chunks(emit),
             )
             waiting.clear()
         return _result(reply)
@@ -167,6 +188,13 @@ class RemoteExecutor:
     def _finished(self, execution: Execution) -> None:
         if self._active is execution:
             self._active = None
+
+
+def _chunks(emit: Emit) -> OnOutput:
+    def on_output(stream: str, text: str) -> None:
+        emit(OutputChunk(text, "stderr" if stream == "stderr" else "stdout"))
+
+    return on_output
 
 
 def _approval_request(data: object) -> ApprovalRequest:

@@ -264,6 +264,10 @@ class Sessions:
         """How many sessions have a running executor."""
         return len(self._live)
 
+    def __contains__(self, key: object) -> bool:
+        """True if ``key`` has a live session."""
+        return key in self._live
+
     def keys(self) -> list[str]:
         """The keys of the live sessions."""
         return list(self._live)
@@ -291,6 +295,11 @@ class Sessions:
         restart notice. Nothing happens for a key without a live session."""
         async with self._key_lock(key):
             await self._close(key, "it was closed by the application")
+
+    @property
+    def servers(self) -> dict[str, RegisteredServer]:
+        """The MCP servers every session shares, by name (a per-session server once connected)."""
+        return dict(self._servers)
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
         """Compact Python signatures of the tools every session can import (see

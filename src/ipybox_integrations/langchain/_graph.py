@@ -24,6 +24,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.remote import RemoteExecutor
+from ipybox_core.suspended import MOVED_ON
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
     describe_failure,
@@ -63,7 +64,6 @@ LOST_MESSAGE = (
     "and was cancelled, or the application restarted. Its code was NOT run again. Check the kernel "
     "state and run the code again if it is still needed."
 )
-ABANDONED_REASON = "abandoned: the conversation went on without an answer to this approval request"
 
 
 def interrupts_available() -> bool:
@@ -153,7 +153,7 @@ async def _start(
     for other in of_thread(store, thread_id):
         if current_call_ids is None or other.context.tool_call_id in current_call_ids:
             raise ExecuteCodeError(BUSY_MESSAGE)  # a parallel execute_code call of the same model turn
-        await store.cancel(other.key, ABANDONED_REASON)  # left behind by an earlier turn
+        await store.cancel(other.key, MOVED_ON)  # left behind by an earlier turn
     session, notes = await settings.session(thread_id)
     execution = start_execution(session.executor, code, settings.timeout, call_id=tool_call_id)
     if execution is None:

@@ -18,7 +18,7 @@ from langgraph.config import get_config
 
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
-from ipybox_integrations._session import SessionSource
+from ipybox_integrations._session import SessionSource, cancel_in_service
 
 CANCELLED_REASON = "cancelled by the application"
 EXPIRED_REASON = "the approval request was not answered in time"
@@ -79,9 +79,14 @@ async def cancel_suspended(
     """Cancel the executions that wait for an approval (of ``thread_id``, or all); returns how many.
 
     :class:`CodeActionMiddleware` does this itself when new input arrives on a thread; call it in a
-    hand-built graph when a user leaves a pending approval unanswered and moves on.
+    hand-built graph when a user leaves a pending approval unanswered and moves on. With
+    ``RemoteSessions`` and a ``thread_id``, what waits in the service for that thread is cancelled
+    too, whichever process started it.
     """
-    return await suspended_of(executor).cancel_all(
+    cancelled = await suspended_of(executor).cancel_all(
         reason or CANCELLED_REASON,
         where=None if thread_id is None else lambda parked: parked.context.thread_id == thread_id,
     )
+    if thread_id:
+        cancelled += await cancel_in_service(executor, thread_id)
+    return cancelled

@@ -11,9 +11,9 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ipybox_core.executor import CodeExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
 from ipybox_integrations._session import Conversations, SessionSource
-from ipybox_integrations.langchain._graph import ABANDONED_REASON
+from ipybox_integrations.langchain._history import close_abandoned_calls
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of, thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback
@@ -33,8 +33,9 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``prompt=False`` to leave the system prompt alone.
 
     When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
-    execution is cancelled: the conversation moved on. Use the agent asynchronously
-    (``ainvoke``/``astream``).
+    execution is cancelled (also in an ipybox service, whichever process started it): the
+    conversation moved on, and the call's tool message tells the model so. Use the agent
+    asynchronously (``ainvoke``/``astream``).
     """
 
     def __init__(
@@ -102,11 +103,12 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return None  # synchronous runs cannot start execute_code, so nothing can be left waiting
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        # Runs for new input only, never when a run is resumed: whatever still waits here was abandoned.
+        # Runs for new input only, never when a run is resumed: whatever still waits here was
+        # abandoned (in this process, or in the ipybox service). Its call gets a result saying so.
         thread_id = thread_of()
         if thread_id:
-            await self.cancel_suspended(thread_id=thread_id, reason=ABANDONED_REASON)
-        return None
+            await self.cancel_suspended(thread_id=thread_id, reason=MOVED_ON)
+        return close_abandoned_calls(state["messages"], self.tools[0].name)
 
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         if not self.prompt:

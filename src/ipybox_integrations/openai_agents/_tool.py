@@ -19,7 +19,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import IpyboxError
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.remote import RemoteExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, SuspendedExecutions
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON, SuspendedExecutions
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     DEFAULT_SESSION_KEY,
@@ -27,6 +27,7 @@ from ipybox_integrations._session import (
     Conversations,
     SessionSource,
     approval_description,
+    cancel_in_service,
     reattach,
     with_notes,
 )
@@ -59,7 +60,6 @@ Instructions: TypeAlias = Callable[[RunContextWrapper[Any], Agent[Any]], "str | 
 ConversationKey: TypeAlias = Callable[[RunContextWrapper[Any]], "str | None"]
 """Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.context.user_id``."""
 
-ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
 
 NESTED_MAX_TURNS = 100_000
 """Each MCP call that asks for approval is one turn of the nested kernel run (SDK default: 10)."""
@@ -248,7 +248,8 @@ class CodeActionTool:
 
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
-        if await self.cancel_suspended(reason=ABANDONED_REASON, conversation=conversation):
+        cancelled = await self.cancel_suspended(reason=MOVED_ON, conversation=conversation)
+        if cancelled + await cancel_in_service(self.conversations.source, conversation):
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return list(self._notes.get(conversation, ()))
 

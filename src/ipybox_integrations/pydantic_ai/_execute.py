@@ -33,13 +33,14 @@ from pydantic_ai.messages import (
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult, OutputChunk
-from ipybox_core.suspended import SuspendedExecutions
+from ipybox_core.suspended import MOVED_ON, SuspendedExecutions
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
     Conversations,
     Executor,
     approval_description,
+    cancel_in_service,
     describe_failure,
     parked_key,
     reattach,
@@ -63,7 +64,6 @@ STALE_APPROVAL_MESSAGE = (
     "code again if it is still needed."
 )
 DENIED_REASON = "the user denied this execute_code call"
-ABANDONED_REASON = "abandoned: the conversation went on without a decision for this call"
 FAILED_RUN_REASON = "the agent run that asked for this approval failed"
 
 ConversationKey = Callable[[RunContext[Any]], "str | None"]
@@ -89,6 +89,7 @@ IGNORED_ANSWER_NOTE = (
     "DeferredToolResults.metadata (build it with ipybox_integrations.pydantic_ai.approval_results)"
 )
 _REJECTING_ERRORS = (ToolFailed, ModelRetry, ToolRetryError)
+_REMEMBERED_DENIALS = 10_000
 
 
 class CodeRunner:
@@ -107,6 +108,7 @@ class CodeRunner:
         self.timeout = timeout
         self.suspended: SuspendedExecutions[CallRef] = SuspendedExecutions(abandon_after=abandon_after)
         self._notes: dict[str, list[str]] = {}
+        self._denied: dict[str, None] = {}  # denied calls already cancelled in the service
 
     def conversation_of(self, ctx: RunContext[Any]) -> str:
         return self.key(ctx) or "default"
@@ -262,14 +264,23 @@ class CodeRunner:
 
     async def cancel_denied(self, ctx: RunContext[Any], parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt parked executions whose ``execute_code`` call was answered with ``ToolDenied``."""
-        if not len(self.suspended):
-            return
         conversation = self.conversation_of(ctx)
+        elsewhere = []  # parked by another process, in an ipybox service
         for part in parts:
             if isinstance(part, ToolReturnPart) and part.outcome == "denied":
-                parked = self.suspended.take(parked_key(conversation, part.tool_call_id))
+                key = parked_key(conversation, part.tool_call_id)
+                parked = self.suspended.take(key)
                 if parked is not None:
                     await parked.execution.cancel(DENIED_REASON)
+                elif self.conversations.in_service and key not in self._denied:
+                    elsewhere.append(part.tool_call_id)
+                    self._denied[key] = None
+        while len(self._denied) > _REMEMBERED_DENIALS:
+            del self._denied[next(iter(self._denied))]
+        if elsewhere:
+            await cancel_in_service(
+                self.conversations.source, conversation, calls=elsewhere, reason=DENIED_REASON
+            )
 
     async def cancel_abandoned(self, ctx: RunContext[Any]) -> int:
         """At the start of a run: cancel this conversation's parked calls its history no longer carries.
@@ -280,9 +291,10 @@ class CodeRunner:
         conversation = self.conversation_of(ctx)
         open_calls = open_tool_calls(ctx.messages)
         cancelled = await self.suspended.cancel_all(
-            ABANDONED_REASON,
+            MOVED_ON,
             where=lambda p: p.context.conversation == conversation and p.context.call_id not in open_calls,
         )
+        cancelled += await cancel_in_service(self.conversations.source, conversation, keep=open_calls)
         if cancelled:
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return cancelled

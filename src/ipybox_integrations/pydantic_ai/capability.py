@@ -176,7 +176,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.
-        if len(self._runner.suspended):
+        if len(self._runner.suspended) or self.conversations.in_service:
             request = getattr(result, "request", None)
             parts = [*(request.parts if isinstance(request, ModelRequest) else ())]
             if ctx.messages and isinstance(ctx.messages[-1], ModelRequest):

@@ -296,3 +296,11 @@ def uninstall_probe() -> None:
         check=False,
         capture_output=True,
     )
+
+
+def session_dirs(workspace: Path) -> set[str]:
+    """The client sessions' working directories (not the warm pool's ``.warm-*`` ones)."""
+    from ipybox_core.mcp_server.service import SESSIONS_DIR
+
+    root = workspace / SESSIONS_DIR
+    return {e.name for e in root.iterdir() if not e.name.startswith(".warm-")} if root.is_dir() else set()

@@ -22,6 +22,7 @@ from mcp_server_kit import (
     ClientActor,
     Elicitations,
     HttpIpybox,
+    session_dirs,
     start_http_ipybox,
     text_of,
     wait_gone,
@@ -77,12 +78,6 @@ def post(url: str, body: dict[str, object], headers: dict[str, str]) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return error.code
-
-
-def session_dirs(workspace: Path) -> set[str]:
-    """The client sessions' working directories (not the warm pool's ``.warm-*`` ones)."""
-    root = workspace / SESSIONS_DIR
-    return {e.name for e in root.iterdir() if not e.name.startswith(".warm-")} if root.is_dir() else set()
 
 
 async def kernel_pid(client: Client) -> int:

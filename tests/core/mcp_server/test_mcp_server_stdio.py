@@ -38,6 +38,7 @@ TOOLS = {
     "api_reference",
     "install_package",
     "reset",
+    "cancel_waiting",
 }
 
 

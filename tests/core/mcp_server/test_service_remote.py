@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_server_kit import TEST_SERVER, HttpIpybox, start_http_ipybox
+from mcp_server_kit import TEST_SERVER, HttpIpybox, session_dirs, start_http_ipybox
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, ServiceError
-from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.remote import RemoteSessions
 
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -127,3 +127,41 @@ async def test_cancelling_a_parked_execution_stops_it_in_the_service(
         await execution.cancel("moving on")
         assert await executor.reattach("x") is None
         assert (await executor.stream("print('free')").wait()).text.strip() == "free"
+
+
+@in_module_loop
+async def test_connecting_and_asking_for_the_api_start_no_kernel(service: HttpIpybox) -> None:
+    before = session_dirs(service.workspace)
+    async with remote(service, "lister") as sessions:
+        assert "def add(" in sessions.api_reference()  # the shared servers' API, fetched at start
+        executor = (await sessions.session("never-ran")).executor
+        assert await executor.cancel_waiting() == 0  # nothing waits, and no kernel is needed to say so
+    assert session_dirs(service.workspace) == before
+
+
+@in_module_loop
+async def test_output_arrives_while_the_code_runs_and_before_its_approval(service: HttpIpybox) -> None:
+    code = (
+        "import sys, time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('oops', file=sys.stderr)\n"
+        "from mcptools.test import add\nprint('sum', add(a=1, b=2))"
+    )
+    async with remote(service) as sessions:
+        executor = (await sessions.session("live")).executor
+        seen: list[tuple[str, str, float]] = []
+        started = asyncio.get_running_loop().time()
+        async for event in executor.stream(code):
+            elapsed = asyncio.get_running_loop().time() - started
+            if isinstance(event, OutputChunk):
+                seen.append((event.stream, event.text, elapsed))
+            elif isinstance(event, ApprovalRequest):
+                seen.append(("approval", event.name, elapsed))
+                await event.accept()
+            elif isinstance(event, ExecutionResult):
+                assert event.text == "first\noops\nsum 3\n"
+        assert [(kind, text) for kind, text, _ in seen] == [
+            ("stdout", "first\n"),
+            ("stderr", "oops\n"),
+            ("approval", "test.add"),
+            ("stdout", "sum 3\n"),
+        ]
+        assert seen[1][2] - seen[0][2] >= 0.4  # the first line came before the sleep, not with the result

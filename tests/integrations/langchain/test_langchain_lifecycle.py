@@ -56,6 +56,12 @@ async def test_new_input_cancels_the_execution_left_waiting(idle_executor: CodeE
     assert not out.interrupts
     assert not idle_executor.busy
     assert await kernel_value(idle_executor, "left_mw") == "started"  # stopped inside the waiting call
+    # The abandoned call got a result saying so, right after the message that made it (before the
+    # new input): the model was told, and a provider that needs a result for every call accepts it.
+    kinds = [(m.type, getattr(m, "tool_call_id", None)) for m in out.value["messages"]]
+    assert kinds == [("human", None), ("ai", None), ("tool", "call_1"), ("human", None), ("ai", None)]
+    closing = out.value["messages"][2]
+    assert closing.status == "error" and "abandoned" in text_of(closing) and "did not run" in text_of(closing)
 
 
 async def test_plain_tool_cancels_an_execution_abandoned_by_an_earlier_turn(
