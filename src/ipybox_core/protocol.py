@@ -23,7 +23,10 @@ Result ``_meta``: ``ipybox.dev/approval`` on an ``InputRequiredResult`` (the req
 ``ipybox.dev/result`` on a finished execution (``ipybox.dev/notice``: the session's kernel was
 restarted since its last call), ``ipybox.dev/error`` on a failure; ``ipybox.dev/streamed``: how
 many characters of output this round sent as progress notifications (the last notification's
-``progress``), so a client knows when it has them all.
+``progress``), so a client knows when it has them all. Output printed in a round's first 0.1 s is
+held (a round that ends sooner stays one plain JSON response); for ``ipybox.dev/output`` clients
+the output still held when the round ends is ``ipybox.dev/held_output``, a list of
+``{"stream", "text"}`` that follows the notified output.
 
 Tool ``cancel_waiting`` (``keep_calls``: call ids to spare) cancels the session's executions that
 wait for an approval when the conversation moved on; it returns how many it cancelled.
@@ -46,6 +49,7 @@ RESUME = PREFIX + "resume"
 CLIENT = PREFIX + "client"
 OUTPUT = PREFIX + "output"
 STREAMED = PREFIX + "streamed"
+HELD_OUTPUT = PREFIX + "held_output"
 APPROVAL = PREFIX + "approval"
 RESULT = PREFIX + "result"
 ERROR = PREFIX + "error"

@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
@@ -22,8 +22,6 @@ from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution
-
-Round = TypeVar("Round", CallToolResult, InputRequiredResult)
 
 BUSY_MESSAGE = (
     "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
@@ -149,30 +147,23 @@ async def drive(
     relay = OutputRelay(ctx, limit=call.max_chars)
     try:
         async for event in execution:
-            if isinstance(event, OutputChunk) and event.text:
+            if isinstance(event, OutputChunk):
                 await relay.send(event)
             elif isinstance(event, ExecutionResult):
-                return _streamed(execution_result(event, max_chars=call.max_chars), relay)
+                return await relay.finish(execution_result(event, max_chars=call.max_chars))
             elif isinstance(event, ApprovalRequest):
                 channel = approver.channel(ctx)
                 if channel == "input_required":
                     parked = service.parked.park(secrets.token_urlsafe(16), execution, event, call)
-                    return _streamed(_ask(approver, parked.key, event), relay)
+                    return await relay.finish(_ask(approver, parked.key, event))
                 await approver.decide_now(event, ctx, channel)
         raise RuntimeError("the execution ended without a result")
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        return _streamed(_failure(error), relay)
+        return await relay.finish(_failure(error))
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
         await asyncio.shield(execution.cancel("the MCP request was cancelled"))
         raise
-
-
-def _streamed(result: Round, relay: OutputRelay) -> Round:
-    """``result`` telling how much output the round sent ahead of it."""
-    if relay.sent:
-        result.meta = {**(result.meta or {}), protocol.STREAMED: relay.sent}
-    return result
 
 
 def _parked_call(service: IpyboxService, caller: Caller) -> SuspendedExecution[ParkedCall] | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mcp_types import CallToolResult, InputRequiredResult
 
 from ipybox_core import protocol
 
@@ -13,18 +16,27 @@ if TYPE_CHECKING:
 
     from ipybox_core.executor import OutputChunk
 
+RoundT = TypeVar("RoundT", CallToolResult, InputRequiredResult)
+
+LIVE_AFTER = 0.1
+"""Seconds of a round after which output goes out as it is printed. A round that ends sooner
+answers with one plain JSON response (a notification would turn it into a slower event stream,
+which the client cannot reuse the connection of) and hands its output over with the result."""
+
 
 class OutputRelay:
-    """Sends each output chunk of an ``execute_code`` round as a ``notifications/progress`` of the
+    """Sends the output chunks of an ``execute_code`` round as ``notifications/progress`` of the
     request, when the client asked for progress (a ``progressToken``): the ``message`` is the text,
     or ``{"stream", "text"}`` as JSON for a client that set ``ipybox.dev/output``.
 
-    ``progress`` is the number of characters sent so far; the round's result reports the total
-    (``ipybox.dev/streamed``). At most ``limit`` characters are sent: the result has the head and
-    tail of longer output.
+    Output of the round's first :data:`LIVE_AFTER` seconds is held; from then on (or when the
+    round ends) it is sent. ``progress`` counts the characters sent; the round's result reports
+    the total (``ipybox.dev/streamed``) and, for ``ipybox.dev/output`` clients, carries what was
+    still held (``ipybox.dev/held_output``). At most ``limit`` characters are relayed: the result
+    has the head and tail of longer output.
     """
 
-    def __init__(self, ctx: Context[Any, Any], *, limit: int) -> None:
+    def __init__(self, ctx: Context[Any, Any], *, limit: int, live_after: float = LIVE_AFTER) -> None:
         meta = ctx.request_context.meta
         self._ctx = ctx
         self._on = protocol.meta_value(meta, "progress_token") is not None or (
@@ -32,15 +44,52 @@ class OutputRelay:
         )
         self._as_json = protocol.meta_value(meta, protocol.OUTPUT) is True
         self._room = limit
+        self._held: list[OutputChunk] = []
+        self._live = False
+        self._lock = asyncio.Lock()  # notifications go out one at a time, in order
+        self._timer = asyncio.get_running_loop().call_later(live_after, self._go_live) if self._on else None
+        self._flushing: asyncio.Task[None] | None = None
         self.sent = 0
-        """Characters sent in this round."""
+        """Characters sent as notifications in this round."""
 
     async def send(self, chunk: OutputChunk) -> None:
-        if not self._on or self._room <= 0:
+        if not self._on or self._room <= 0 or not chunk.text:
             return
-        text = chunk.text[: self._room]
-        self._room -= len(text)
-        self.sent += len(text)
-        message = json.dumps({"stream": chunk.stream, "text": text}) if self._as_json else text
-        with contextlib.suppress(Exception):  # the client went away: the request ends anyway
-            await self._ctx.report_progress(self.sent, None, message)
+        if len(chunk.text) > self._room:
+            chunk = type(chunk)(chunk.text[: self._room], chunk.stream)
+        self._room -= len(chunk.text)
+        self._held.append(chunk)
+        if self._live:
+            await self._flush()
+
+    async def finish(self, result: RoundT) -> RoundT:
+        """The round's ``result`` (a tool result) with what it must tell about the output."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._flushing is not None:
+            with contextlib.suppress(Exception):
+                await self._flushing
+        meta: dict[str, Any] = {}
+        if self.sent:
+            meta[protocol.STREAMED] = self.sent
+        if self._held and self._as_json:
+            meta[protocol.HELD_OUTPUT] = [{"stream": c.stream, "text": c.text} for c in self._held]
+        if meta:
+            result.meta = {**(result.meta or {}), **meta}
+        return result
+
+    def _go_live(self) -> None:
+        self._live = True
+        if self._held:
+            self._flushing = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            while self._held:
+                chunk = self._held.pop(0)
+                self.sent += len(chunk.text)
+                text = (
+                    json.dumps({"stream": chunk.stream, "text": chunk.text}) if self._as_json else chunk.text
+                )
+                with contextlib.suppress(Exception):  # the client went away: the request ends anyway
+                    await self._ctx.report_progress(self.sent, None, text)

@@ -103,7 +103,7 @@ class ServiceConnection:
                 raise ExecutionGone(f"{GONE}: {reason}") from None
             raise ServiceError(f"the ipybox service at {self.url} failed the request: {reason}") from None
         if output is not None:
-            await output.complete(protocol.meta_value(result.meta, protocol.STREAMED))
+            await output.complete(result.meta)
         return result
 
     async def cancel_waiting(
@@ -162,18 +162,23 @@ class _Output:
         self._arrived.set()
         self._on_output("stderr" if stream == "stderr" else "stdout", text)
 
-    async def complete(self, streamed: object) -> None:
-        """Wait (briefly) for notifications still in flight when the round's result came."""
-        if not isinstance(streamed, int | float):
-            return
-        deadline = asyncio.get_running_loop().time() + _OUTPUT_GRACE
-        while self._seen < streamed:
-            self._arrived.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+    async def complete(self, meta: Any) -> None:
+        """Wait (briefly) for notifications still in flight when the round's result came, then
+        hand on the output the service held back (``ipybox.dev/held_output``)."""
+        streamed = protocol.meta_value(meta, protocol.STREAMED)
+        if isinstance(streamed, int | float):
+            deadline = asyncio.get_running_loop().time() + _OUTPUT_GRACE
+            while self._seen < streamed:
+                self._arrived.clear()
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._arrived.wait(), remaining)
+        held = protocol.meta_value(meta, protocol.HELD_OUTPUT)
+        for chunk in held if isinstance(held, list) else ():
+            if isinstance(chunk, dict) and isinstance(chunk.get("text"), str):
+                self._on_output("stderr" if chunk.get("stream") == "stderr" else "stdout", chunk["text"])
 
 
 async def _never_inline(context: Any, params: Any) -> ElicitResult:

@@ -165,3 +165,27 @@ async def test_output_arrives_while_the_code_runs_and_before_its_approval(servic
             ("stdout", "sum 3\n"),
         ]
         assert seen[1][2] - seen[0][2] >= 0.4  # the first line came before the sleep, not with the result
+
+
+@in_module_loop
+async def test_a_quick_rounds_output_comes_with_its_answer_in_order(service: HttpIpybox) -> None:
+    # A round over in under 0.1 s holds its output back and hands it over with the answer (one
+    # plain JSON response): the events are the same as a local executor's, in the same order.
+    code = "print('before')\nfrom mcptools.test import add\nprint('sum', add(a=1, b=2))"
+    async with remote(service) as sessions:
+        executor = (await sessions.session("quick")).executor
+        events: list[tuple[str, str]] = []
+        async for event in executor.stream(code):
+            if isinstance(event, OutputChunk):
+                events.append((event.stream, event.text))
+            elif isinstance(event, ApprovalRequest):
+                events.append(("approval", event.name))
+                await event.accept()
+            elif isinstance(event, ExecutionResult):
+                events.append(("result", event.text))
+        assert events == [
+            ("stdout", "before\n"),
+            ("approval", "test.add"),
+            ("stdout", "sum 3\n"),
+            ("result", "before\nsum 3\n"),
+        ]
