@@ -284,7 +284,9 @@ class IpyboxService:
         return {
             "api_package": settings.api_dir.name if settings.api_dir is not None else "mcptools",
             "sandbox": self.sandbox if self.sandbox is not None else False,
-            "approval": "always",
+            # --yes: the policy lets every call through in the tool server (recorded as "policy"),
+            # with no round through the execution's events: a call costs what approval="never" costs.
+            "approval": "never" if settings.auto_approve else "always",
             "approval_timeout": settings.approval_timeout,
             "mcp_env": self.environment.mcp_env,
             "kernel_env": self.environment.kernel_env,
