@@ -41,13 +41,13 @@ async def main(url: str, token: str) -> None:
 
     async with RemoteSessions(url, token=token, client_name="worker-b") as worker_b:
         session = await worker_b.session("conversation-42")
-        execution = await session.executor.reattach("call-1")  # None if nothing waits under that id
-        assert execution is not None
-        request = await execution.next_stop()
+        waiting = await session.executor.reattach("call-1")  # None if nothing waits under that id
+        assert waiting is not None
+        request = await waiting.next_stop()
         assert isinstance(request, ApprovalRequest)
         print(f"worker B: found {request.name} ({request.id[:8]}), approving")
         await request.accept()
-        result = await execution.wait()
+        result = await waiting.wait()
         print("worker B:", result.to_text())
     # --8<-- [end:workers]
 
