@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 _PACKAGE_DIR = Path(ipybox_core.__file__).parent
 _LOG_TAIL_CHARS = 3000
+_INTERRUPT_REPLY_WAIT = 5.0  # seconds; a kernel too busy to answer gets the interrupt anyway
 _EXIT_CODE = (
     "(lambda shell, gc, os: (shell.reset(new_session=False), gc.collect(), os._exit(0)))"
     "(get_ipython(), __import__('gc'), __import__('os'))"
@@ -405,19 +406,37 @@ class Kernel(KernelBase):
     # --- control ----------------------------------------------------------------------------------
 
     async def interrupt(self) -> None:
-        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle."""
+        """Interrupt the running code (raises ``KeyboardInterrupt`` in it); no-op when idle.
+
+        Returns once the kernel has the interrupt (in ``"message"`` mode: its reply), so that code
+        started right after is not the one interrupted.
+        """
         self._check_open()
         incarnation = self._resources.incarnation
         if incarnation is not None and incarnation.process.alive:
-            self._send_interrupt(incarnation)
+            request = self._send_interrupt(incarnation)
+            if request is not None:
+                await self._interrupt_replied(incarnation, request)
 
-    def _send_interrupt(self, incarnation: _Incarnation) -> None:
-        if self.interrupt_mode == "message":
-            channels = incarnation.channels
-            if not channels.closed:
-                channels.send(channels.control, "interrupt_request", {})
-        else:
-            incarnation.process.interrupt_group()
+    def _send_interrupt(self, incarnation: _Incarnation) -> str | None:
+        """Send the interrupt; the ``interrupt_request``'s id in ``"message"`` mode."""
+        if self.interrupt_mode != "message":
+            incarnation.process.interrupt_group()  # delivered when sent
+            return None
+        channels = incarnation.channels
+        if channels.closed:
+            return None
+        return channels.send(channels.control, "interrupt_request", {})
+
+    async def _interrupt_replied(self, incarnation: _Incarnation, request: str) -> None:
+        """Wait (up to :data:`_INTERRUPT_REPLY_WAIT` seconds) for the reply to ``request``: the
+        kernel sends it after signalling itself. Other control replies are dropped on the way."""
+        channels = incarnation.channels
+        deadline = time.monotonic() + _INTERRUPT_REPLY_WAIT
+        while not channels.closed and (remaining := deadline - time.monotonic()) > 0:
+            reply = await channels.receive(channels.control, remaining)
+            if reply is None or reply.get("parent_header", {}).get("msg_id") == request:
+                return
 
     async def update_environment(
         self, env: Mapping[str, str] | None = None, python_path: Sequence[Path] = ()

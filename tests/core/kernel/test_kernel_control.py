@@ -97,8 +97,11 @@ async def test_interrupt_raises_keyboard_interrupt_in_the_code(kernel: KernelBas
 
 
 async def test_interrupt_while_idle_is_harmless(kernel: KernelBase) -> None:
-    await kernel.interrupt()
-    assert (await kernel.run("1 + 1")).text == "2\n"
+    # Code run right after interrupt() returns is never the one interrupted. In message mode the
+    # interrupt_request used to be left in flight: about 2 runs in 100 got a KeyboardInterrupt.
+    for _ in range(100):
+        await kernel.interrupt()
+        assert (await kernel.run("1 + 1")).text == "2\n"
     assert kernel.is_alive
 
 
