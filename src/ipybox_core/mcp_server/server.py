@@ -59,6 +59,11 @@ importable from `mcptools` (see `api_reference`); each call may wait for the use
 raises PermissionError when rejected."""
 
 
+TEXT_ONLY = False
+"""``structured_output`` of the tools that answer with text: no output schema, so a client has no
+result to validate (the MCP client's validator, jsonschema, can take seconds to import)."""
+
+
 def build_server(service: IpyboxService) -> MCPServer[Any]:
     """The MCP server with ipybox's tools (the caller starts and closes ``service``)."""
     ttl = service.settings.approval_timeout + 60.0
@@ -103,7 +108,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             return error_result("unavailable", f"Error: {exc}")
         return await _guard(_execute.start(service, approver, ctx, session, caller, code, timeout, limit))
 
-    @server.tool(annotations=ToolAnnotations(open_world_hint=True))
+    @server.tool(annotations=ToolAnnotations(open_world_hint=True), structured_output=TEXT_ONLY)
     async def register_mcp_server(
         name: Annotated[str, Field(description="name of the server; its API is `mcptools.<name>`")],
         config: Annotated[
@@ -130,7 +135,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             session.startup_failures.pop(name, None)
             return registered.reference
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=TEXT_ONLY)
     async def list_mcp_servers(ctx: Context[Any, Any]) -> str:
         """The registered MCP servers: name, Python module, connection and number of tools."""
         async with _using(service, ctx) as session:
@@ -143,7 +148,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         lines += [f"{name}: FAILED to start: {error}" for name, error in session.startup_failures.items()]
         return "\n".join(lines) if lines else "No MCP servers are registered."
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=TEXT_ONLY)
     async def api_reference(
         ctx: Context[Any, Any],
         servers: Annotated[
@@ -203,7 +208,9 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
                 )
         return text_result(f"installed: {', '.join(result.requirements)}\n{result.output}")
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True), structured_output=TEXT_ONLY
+    )
     async def cancel_waiting(
         ctx: Context[Any, Any],
         calls: Annotated[
@@ -225,7 +232,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             keep=set(keep_calls or ()),
         )
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True), structured_output=TEXT_ONLY)
     async def reset(ctx: Context[Any, Any]) -> str:
         """Restart the kernel: all variables and imports are lost; registered MCP servers and their
         API are kept. Also stops a running or waiting execution."""
