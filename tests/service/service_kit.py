@@ -89,6 +89,16 @@ def start_app(app: str, *args: str, token: str = TOKEN) -> subprocess.Popen[str]
     )
 
 
+def killed_while_waiting(app: str, service: Service, state: Path, line: str) -> str:
+    """Process A runs ``app start`` until it prints ``line`` (its run waits for an approval) and is
+    SIGKILLed there; returns that line."""
+    holder = start_app(app, "start", service.url, str(state), "hold")
+    printed = wait_for_line(holder, line)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    return printed
+
+
 def wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = 120.0) -> str:
     """The first stdout line of ``process`` starting with ``prefix``."""
     assert process.stdout is not None

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import TOKEN, Service, count_now, run_app, start_app, start_service, wait_for_line
+from service_kit import TOKEN, Service, count_now, killed_while_waiting, run_app, start_service
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.remote import RemoteSessions
@@ -65,10 +64,7 @@ def test_process_a_killed_while_its_interrupt_waits_is_rejected_by_process_b(tmp
     service = start_service(tmp_path / "ws")
     try:
         db = tmp_path / "checkpoints.sqlite"
-        holder = start_app("lc_app.py", "start", service.url, str(db), "hold")
-        assert wait_for_line(holder, "INTERRUPTED") == 'INTERRUPTED "test.count"'
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        assert killed_while_waiting("lc_app.py", service, db, "INTERRUPTED") == 'INTERRUPTED "test.count"'
         report = resume(service, db, "reject")
         assert report["interrupts"] == []
         last = report["tools"][-1]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import ABANDONED, Service, count_now, run_app, start_app, start_service, wait_for_line
+from service_kit import ABANDONED, Service, count_now, killed_while_waiting, run_app, start_service
 
 GONE = "is gone from the ipybox service"
 
@@ -46,10 +45,7 @@ def test_process_a_killed_while_waiting_and_process_b_rejects(tmp_path: Path) ->
     service = start_service(tmp_path / "ws")
     try:
         state = tmp_path / "run.json"
-        holder = start_app("oa_app.py", "start", service.url, str(state), "hold")
-        wait_for_line(holder, "PARKED")
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        killed_while_waiting("oa_app.py", service, state, "PARKED")
         output = answer(service, state, "reject")["outputs"][-1]
         assert "PermissionError: test.count was rejected: not now" in output
         assert "count 1" not in output

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from pathlib import Path
 
-from service_kit import ABANDONED, Service, count_now, run_app, start_app, start_service, wait_for_line
+from service_kit import ABANDONED, Service, count_now, killed_while_waiting, run_app, start_service
 
 STALE = "no longer waits for an approval"
 
@@ -42,10 +41,7 @@ def test_process_a_killed_while_its_approval_waits_is_answered_by_process_b(tmp_
     service = start_service(tmp_path / "ws")
     try:
         state = tmp_path / "run.json"
-        holder = start_app("pai_app.py", "start", service.url, str(state), "hold")
-        wait_for_line(holder, "PARKED")
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        killed_while_waiting("pai_app.py", service, state, "PARKED")
         output = answer(service, state, "reject")
         assert "PermissionError" in output and "not now" in output and "count 1" not in output
     finally:
