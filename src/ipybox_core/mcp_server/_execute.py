@@ -162,6 +162,7 @@ async def drive(
         return await relay.finish(_failure(error))
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
+        relay.close()
         await asyncio.shield(execution.cancel("the MCP request was cancelled"))
         raise
 

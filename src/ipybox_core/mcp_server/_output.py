@@ -62,6 +62,12 @@ class OutputRelay:
         if self._live:
             await self._flush()
 
+    def close(self) -> None:
+        """The round ended without a result (its request was cancelled): send nothing more."""
+        self._on = False
+        if self._timer is not None:
+            self._timer.cancel()
+
     async def finish(self, result: RoundT) -> RoundT:
         """The round's ``result`` (a tool result) with what it must tell about the output."""
         if self._timer is not None:
