@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,16 +29,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "service"))
+
+from service_kit import TEST_SERVER, start_service
 
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult
 from ipybox_core.remote import RemoteSessions
-from servers import PYTHON, SERVE_SCRIPT
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
 TINY_ARGS = ["--rounds", "2", "--calls", "3"]
 
-SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
-TOKEN = "bench-service-token-0123456789abcdef"
+SERVER = TEST_SERVER  # what the service registers from its config too
 APPROVED_CALL = "from mcptools.test import add\nprint(add(a=1, b=2))"
 TIMED_CALLS = """
 import time
@@ -62,31 +59,13 @@ def ms(seconds: float) -> str:
 
 @asynccontextmanager
 async def service(tmp: Path, *args: str) -> AsyncIterator[RemoteSessions]:
-    """A real ``ipybox serve`` process and a client connected to it."""
-    config = tmp / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"test": SERVER}}))
-    log = tmp / f"serve{len(args)}.log"
-    command = [sys.executable, "-m", "ipybox_core.cli", "serve", "--workspace", str(tmp / "ws")]
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [*command, "--config", str(config), "--port", "0", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env={**os.environ, "IPYBOX_MCP_TOKEN": TOKEN},
-        )
+    """A real ``ipybox serve`` process (the test suite's launcher) and a client connected to it."""
+    running = start_service(tmp / f"ws{len(args)}", *args)
     try:
-        url = None
-        while url is None and process.poll() is None:
-            await asyncio.sleep(0.05)
-            found = re.search(r"listening on (http://\S+)", log.read_text())
-            url = found.group(1) if found else None
-        if url is None:
-            raise RuntimeError(f"ipybox serve did not start:\n{log.read_text()}")
-        async with RemoteSessions(url, token=TOKEN, client_name="bench") as sessions:
+        async with RemoteSessions(running.url, token=running.token, client_name="bench") as sessions:
             yield sessions
     finally:
-        process.terminate()
-        process.wait(30)
+        running.stop()
 
 
 async def run_to_end(execution: Any) -> ExecutionResult:
