@@ -28,8 +28,9 @@ held (a round that ends sooner stays one plain JSON response); for ``ipybox.dev/
 the output still held when the round ends is ``ipybox.dev/held_output``, a list of
 ``{"stream", "text"}`` that follows the notified output.
 
-Tool ``cancel_waiting`` (``keep_calls``: call ids to spare) cancels the session's executions that
-wait for an approval when the conversation moved on; it returns how many it cancelled.
+Tool ``cancel_waiting`` cancels the session's executions that wait for an approval when the
+conversation moved on (``calls``: only these call ids; ``keep_calls``: never these; ``reason``:
+what the pending calls are rejected with); it returns how many it cancelled.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from ipybox_core.mcp_server.service import IpyboxService
-    from ipybox_core.mcp_server.settings import McpServerSettings
+    from ipybox_core.mcp_server.settings import GATEWAY_TOKEN_ENV, McpServerSettings
 
     check_paths(args)
     settings = McpServerSettings(
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         warm_sessions=args.warm_sessions,
         audit_log=args.audit_log,
         kernel_gateway=args.kernel_gateway,
-        gateway_token=os.environ.get("IPYBOX_GATEWAY_TOKEN"),
+        gateway_token=os.environ.get(GATEWAY_TOKEN_ENV),
     )
     service = IpyboxService(settings, notify=console.warn)
     asyncio.run(_serve(service, args, console))

@@ -39,9 +39,7 @@ class OutputRelay:
     def __init__(self, ctx: Context[Any, Any], *, limit: int, live_after: float = LIVE_AFTER) -> None:
         meta = ctx.request_context.meta
         self._ctx = ctx
-        self._on = protocol.meta_value(meta, "progress_token") is not None or (
-            protocol.meta_value(meta, "progressToken") is not None
-        )
+        self._on = protocol.meta_value(meta, "progress_token") is not None
         self._as_json = protocol.meta_value(meta, protocol.OUTPUT) is True
         self._room = limit
         self._held: list[OutputChunk] = []
@@ -91,8 +89,8 @@ class OutputRelay:
 
     async def _flush(self) -> None:
         async with self._lock:
-            while self._held:
-                chunk = self._held.pop(0)
+            chunks, self._held = self._held, []
+            for chunk in chunks:
                 self.sent += len(chunk.text)
                 text = (
                     json.dumps({"stream": chunk.stream, "text": chunk.text}) if self._as_json else chunk.text

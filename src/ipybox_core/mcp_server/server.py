@@ -10,7 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, RequestStateSecurity
@@ -31,9 +31,6 @@ from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
 from ipybox_core.mcp_server.packages import install_requirements
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService
 from ipybox_core.suspended import MOVED_ON
-
-if TYPE_CHECKING:
-    pass
 
 SERVER_NAME = "ipybox"
 SESSION_HEADER = "Ipybox-Session"

@@ -78,10 +78,7 @@ class ClientSession:
     @contextlib.contextmanager
     def hold(self) -> Iterator[ClientSession]:
         """Keep a keyed session's kernel from being closed as idle while a tool works in it."""
-        if self.pooled is None:
-            yield self
-            return
-        with self.pooled.hold():
+        with self.pooled.hold() if self.pooled is not None else contextlib.nullcontext():
             yield self
 
     def take_restart_notice(self) -> str | None:

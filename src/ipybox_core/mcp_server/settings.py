@@ -7,6 +7,9 @@ from pathlib import Path
 
 from ipybox_core.errors import ConfigError
 
+GATEWAY_TOKEN_ENV = "IPYBOX_GATEWAY_TOKEN"
+"""Where ``ipybox mcp/serve --kernel-gateway`` finds the gateway's token (never on the command line)."""
+
 
 @dataclass(frozen=True)
 class McpServerSettings:
@@ -43,7 +46,7 @@ class McpServerSettings:
     kernel_gateway: str | None = None
     """Run every kernel on this Jupyter Kernel / Enterprise Gateway (``http(s)://host:port``)."""
     gateway_token: str | None = field(default=None, repr=False)
-    """The gateway's token (``IPYBOX_GATEWAY_TOKEN``)."""
+    """The gateway's token (the command line reads it from :data:`GATEWAY_TOKEN_ENV`)."""
     audit_log: Path | None = None
     """A JSON-lines file recording every approval decision and who made it (``client:<name>``)."""
     warm_sessions: int = 1
