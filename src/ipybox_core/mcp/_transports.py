@@ -13,6 +13,7 @@ from mcp.client._transport import Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ipybox_core._host_process import host_cwd, host_search_path
 from ipybox_core.mcp.config import HttpServerConfig, McpServerConfig, SseServerConfig, StdioServerConfig
 
 SSE_READ_TIMEOUT = 300.0
@@ -30,12 +31,20 @@ logging.getLogger("mcp.client.stdio").addFilter(_DropStdoutParseErrors())
 
 
 def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float) -> Transport:
-    """The transport for ``config``; a stdio server's stderr goes to ``errlog`` (a real file)."""
+    """The transport for ``config``; a stdio server's stderr goes to ``errlog`` (a real file).
+
+    A stdio server starts in its config's ``cwd``, else in ``/`` (never in ipybox's own working
+    directory, which may be a sandbox's workspace), with a ``PATH`` free of relative and
+    sandbox-writable directories unless its config's ``env`` sets one (see :mod:`ipybox_core._host_process`).
+    """
     if isinstance(config, StdioServerConfig):
         if errlog is None:
             raise ValueError("a stdio server needs a stderr log file")
         params = StdioServerParameters(
-            command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
+            command=config.command,
+            args=config.args,
+            env={"PATH": host_search_path(), **config.env},
+            cwd=host_cwd(config.cwd),
         )
         return stdio_client(params, errlog=errlog)
     if isinstance(config, SseServerConfig):

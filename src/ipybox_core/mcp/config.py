@@ -52,7 +52,8 @@ class StdioServerConfig(McpServerConfig):
     """A server launched as a subprocess, speaking MCP over its stdin/stdout.
 
     The process gets a minimal environment (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
-    ``USER``) plus ``env``; never the whole host environment.
+    ``USER``) plus ``env``; never the whole host environment. Its ``PATH`` has no relative entries
+    and no directory a sandbox can write (unless ``env`` sets ``PATH``).
     """
 
     transport: Literal["stdio"] = "stdio"
@@ -60,6 +61,10 @@ class StdioServerConfig(McpServerConfig):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     cwd: str | None = None
+    """The server's working directory. Default: ``/``, never ipybox's own working directory (which
+    may be a sandbox's workspace: ``python -m``, ``npx`` and ``uvx`` look for code and config there).
+    Relative paths in ``command`` and ``args`` are relative to it. A ``cwd`` set here is the
+    operator's choice and is used as given, even inside a sandbox's workspace."""
 
     def describe(self) -> str:
         return " ".join(self._template or (self.command, *self.args))

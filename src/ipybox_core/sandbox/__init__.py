@@ -52,7 +52,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from ipybox_core._host_process import mark_sandbox_writable
 from ipybox_core.errors import SandboxUnavailable
 from ipybox_core.kernel.launcher import KernelLauncher
 from ipybox_core.sandbox.bwrap import BwrapLauncher
@@ -95,7 +97,16 @@ def sandbox_launcher(
     may connect to outside its runtime directory (e.g. the tool server's ``tools.sock``). Raises
     :class:`~ipybox_core.errors.SandboxUnavailable` (with the reason and the fix) when the sandbox
     cannot run here; ipybox never silently runs the kernel unsandboxed.
+
+    The workspace and ``allow_write`` paths are marked sandbox-writable for the rest of the process
+    (:func:`~ipybox_core._host_process.mark_sandbox_writable`): host-side tools neither start in
+    nor read from them.
     """
+    root = Path(workspace).absolute()
+    mark_sandbox_writable(
+        [root, *(policy.expand(path, root) for path in policy.allow_write)],
+        python_env_read_only=policy.python_env,
+    )
     if sys.platform.startswith("linux"):
         return BwrapLauncher(policy, workspace=workspace, sockets=sockets)
     if sys.platform == "darwin":

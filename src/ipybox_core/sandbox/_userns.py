@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 
+from ipybox_core._host_process import host_cwd, isolated_python
 from ipybox_core.errors import SandboxUnavailable
 
 _HELPER = r"""
@@ -54,7 +55,8 @@ def _create(uid: int) -> int:
     if os.geteuid() != 0:
         raise SandboxUnavailable("only root can map another user into a user namespace")
     helper = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _HELPER, str(uid)],
+        isolated_python(sys.executable, "-S", "-c", _HELPER, str(uid)),
+        cwd=host_cwd(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,12 +9,12 @@ is cached per process and bubblewrap path. ipybox never falls back to running un
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from ipybox_core._host_process import host_cwd, host_which
 from ipybox_core.errors import SandboxUnavailable
 
 PROC_SYS = Path("/proc/sys")
@@ -72,8 +72,12 @@ def probe_sandbox(*, bwrap: str | None = None, use_cache: bool = True) -> None:
 
 
 def find_bwrap(bwrap: str | None = None) -> str:
-    """The bubblewrap executable's path; :class:`SandboxUnavailable` when it is not installed."""
-    found = shutil.which(bwrap or "bwrap")
+    """The bubblewrap executable's absolute path; :class:`SandboxUnavailable` when it is not installed.
+
+    ``bwrap`` is looked up on ``PATH`` without relative and sandbox-writable entries
+    (:func:`~ipybox_core._host_process.host_which`): the host runs it as its own user.
+    """
+    found = host_which(bwrap or "bwrap")
     if found is None:
         where = f"at {bwrap}" if bwrap else "on PATH"
         raise SandboxUnavailable(
@@ -93,6 +97,7 @@ def _probe_bwrap(bwrap: str | None) -> SandboxUnavailable | None:
     try:
         done = subprocess.run(
             [path, *_PROBE_FLAGS, "true"],
+            cwd=host_cwd(),
             capture_output=True,
             text=True,
             timeout=30,
@@ -180,12 +185,14 @@ def _in_container() -> bool:
 
 
 def _probe_seatbelt() -> None:
-    if shutil.which("sandbox-exec") is None:
+    sandbox_exec = host_which("sandbox-exec")
+    if sandbox_exec is None:
         raise SandboxUnavailable(
             "sandbox-exec (macOS Seatbelt) was not found; it ships with macOS at /usr/bin"
         )
     done = subprocess.run(
-        ["sandbox-exec", "-p", "(version 1)(allow default)", "/usr/bin/true"],
+        [sandbox_exec, "-p", "(version 1)(allow default)", "/usr/bin/true"],
+        cwd=host_cwd(),
         capture_output=True,
         text=True,
         timeout=30,
