@@ -4,6 +4,13 @@ The install runs on the host (outside any sandbox) with the kernel's interpreter
 may pass is a list of PEP 508 requirements (``httpx``, ``pandas>=2``, ``name @ https://...``):
 nothing that pip would read as an option. Options such as ``--index-url`` come only from the
 operator (``extra_args``).
+
+pip (or uv) runs as every host-side tool does (:mod:`ipybox_core._host_process`): in ``/``, as
+``python -I -m pip`` (``uv pip --no-config``), without ``PYTHON*`` variables and with a ``PATH``
+free of sandbox-writable directories. It does not run at all when something it would read (the
+interpreter's environment, pip's or uv's config and cache under the home directory, a path in
+``extra_args``, a ``PIP_*``/``UV_*`` variable or a ``file:`` requirement) lies where sandboxed code
+can write: that would run the sandbox's code on the host.
 """
 
 from __future__ import annotations
@@ -12,15 +19,28 @@ import asyncio
 import contextlib
 import importlib.util
 import os
-import shutil
+import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ipybox_core._host_process import (
+    HOST_CWD,
+    HostRead,
+    host_cwd,
+    host_environment,
+    host_which,
+    isolated_python,
+    refuse_sandbox_writable,
+)
 from ipybox_core.errors import ConfigError
+from ipybox_core.sandbox._pyenv import python_environment_paths
 
 DEFAULT_INSTALL_TIMEOUT = 300.0
 MAX_REQUIREMENTS = 50
@@ -74,8 +94,9 @@ def validate_requirements(requirements: Sequence[str]) -> list[str]:
 
 
 def pip_command(python: str = sys.executable) -> list[str]:
-    """``python -m pip install``, or ``uv pip install --python python`` when pip is not installed
-    in that environment (as in environments created by uv) and ``uv`` is on ``PATH``.
+    """``python -I -u -m pip install``, or ``uv pip install --no-config --python python`` when pip is
+    not installed in that environment (as in environments created by uv) and ``uv`` is on ``PATH``
+    (outside sandbox-writable directories).
     """
     if python == sys.executable:
         has_pip = importlib.util.find_spec("pip") is not None
@@ -83,10 +104,67 @@ def pip_command(python: str = sys.executable) -> list[str]:
         folder = os.path.dirname(python)
         has_pip = any(os.path.exists(os.path.join(folder, name)) for name in ("pip", "pip3", "pip.exe"))
     if not has_pip:
-        uv = shutil.which("uv")
+        uv = host_which("uv")
         if uv is not None:
-            return [uv, "pip", "install", "--python", python]
-    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+            return [uv, "pip", "install", "--no-config", "--python", python]
+    return isolated_python(python, "-u", "-m", "pip", "install", "--disable-pip-version-check", "--no-input")
+
+
+HOME_TOOL_PATHS = (".config", ".cache", ".local", ".pip", ".netrc", ".pydistutils.cfg")
+"""What pip, uv and the libraries they load read below the home directory (config, caches, keyring
+settings, credentials)."""
+_ENV_DIRS = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME")
+
+
+def host_reads(
+    command: Sequence[str],
+    requirements: Sequence[str],
+    *,
+    python: str,
+    extra_args: Sequence[str],
+    env: Mapping[str, str],
+) -> Iterator[HostRead]:
+    """What running ``command`` (pip or uv, see :func:`pip_command`) reads that sandboxed code must
+    not be able to write."""
+    if command[0] != python:
+        yield HostRead("the uv executable", Path(command[0]), tree=False)
+    yield HostRead("the Python interpreter", Path(python), tree=False, python_env=True)
+    environment = python_environment_paths(Path(python), env)
+    for path in [*environment.prefixes, *environment.extra]:
+        yield HostRead("the Python environment", path, python_env=True)
+    home = env.get("HOME") or os.path.expanduser("~")
+    if os.path.isabs(home):
+        yield HostRead("the home directory", Path(home), tree=False)
+        for name in HOME_TOOL_PATHS:
+            yield HostRead(f"~/{name} (pip's and uv's config, caches and credentials)", Path(home, name))
+    for name in _ENV_DIRS:
+        if os.path.isabs(env.get(name, "")):
+            yield HostRead(f"${name}", Path(env[name]))
+    for folder in env.get("XDG_CONFIG_DIRS", "").split(os.pathsep):
+        if os.path.isabs(folder):
+            yield HostRead("$XDG_CONFIG_DIRS", Path(folder))
+    for name, value in env.items():
+        if name.startswith(("PIP_", "UV_")):
+            yield from (HostRead(f"${name}", path) for path in _named_paths(value))
+    for arg in extra_args:
+        yield from (HostRead(f"the pip argument {arg!r}", path) for path in _named_paths(arg))
+    for spec in requirements:
+        url = Requirement(spec).url
+        for path in _named_paths(url) if url else ():
+            yield HostRead(f"the requirement {spec!r}", path)
+
+
+def _named_paths(value: str) -> list[Path]:
+    """Absolute paths and ``file:`` URLs in ``value`` (an option, a variable, a requirement URL)."""
+    paths: list[Path] = []
+    for token in re.split(r"[\s=]+", value):
+        if token.lower().startswith("file:"):
+            parts = urlsplit(token)
+            if parts.netloc in ("", "localhost"):
+                paths.append(Path(HOST_CWD, url2pathname(unquote(parts.path))))
+        else:
+            paths += [Path(part) for part in token.split(os.pathsep) if os.path.isabs(part)]
+    return paths
 
 
 async def install_requirements(
@@ -100,16 +178,26 @@ async def install_requirements(
     """Run pip for ``requirements`` (validated first); output is captured, not printed.
 
     Raises:
-        ConfigError: a requirement is invalid (nothing is run).
+        ConfigError: a requirement is invalid, or pip would read something sandboxed code can
+            write (nothing is run).
     """
     checked = validate_requirements(requirements)
-    command = [*pip_command(python), *extra_args, "--", *checked]
+    tool = pip_command(python)
+    env = {**host_environment(), "PIP_NO_INPUT": "1"}
+    refuse_sandbox_writable(
+        "uv" if tool[0] != python else "pip",
+        host_reads(tool, checked, python=python, extra_args=extra_args, env=env),
+    )
     process = await asyncio.create_subprocess_exec(
-        *command,
+        *tool,
+        *extra_args,
+        "--",
+        *checked,
+        cwd=host_cwd(),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1"},
+        env=env,
         start_new_session=True,
     )
     try:

@@ -52,15 +52,17 @@ def test_counts_are_checked() -> None:
         validate_requirements(["a"] * (packages.MAX_REQUIREMENTS + 1))
 
 
-def test_pip_command_uses_the_kernels_interpreter() -> None:
+def test_pip_command_uses_the_kernels_interpreter_in_isolated_mode() -> None:
     command = pip_command(sys.executable)
-    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert command[:6] == [sys.executable, "-I", "-u", "-m", "pip", "install"]
 
 
-def test_without_pip_uv_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_pip_uv_is_used_without_config_discovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     python = str(tmp_path / "bin" / "python")  # an environment without a pip script next to it
-    monkeypatch.setattr(packages.shutil, "which", lambda name: "/opt/uv" if name == "uv" else None)
-    assert pip_command(python) == ["/opt/uv", "pip", "install", "--python", python]
+    monkeypatch.setattr(packages, "host_which", lambda name: "/opt/uv" if name == "uv" else None)
+    assert pip_command(python) == ["/opt/uv", "pip", "install", "--no-config", "--python", python]
 
 
 @pytest.fixture
