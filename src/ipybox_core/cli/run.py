@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipybox_core.cli._console import Console
+from ipybox_core.cli._console import CodeOutput, Console
 from ipybox_core.cli._errors import EXIT_CODE_ERROR, EXIT_OK, UsageError
 from ipybox_core.cli._options import add_executor_options, check_paths, positive_float, sandbox_setting
 from ipybox_core.cli._prompt import TerminalApprover
@@ -20,7 +20,8 @@ DESCRIPTION = """\
 Execute a Python file (or code from stdin with "-") in a fresh IPython kernel. MCP servers from
 --config are importable as `from mcptools.<server> import <tool>`; each MCP call the code makes
 is shown and waits for your approval (y/N) unless --yes is given. Approval answers are read from
-the terminal; with a file they may also be piped to stdin."""
+the terminal; with a file they may also be piped to stdin. Control characters in the code's output
+(ANSI escapes, carriage returns, bidi overrides) are shown escaped, e.g. \\x1b."""
 
 EPILOG = """\
 exit codes: 0 success, 1 the code raised, 2 usage or configuration error,
@@ -59,8 +60,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace, console: Console) -> int:
     check_paths(args)
     code = _read_code(args.file)
-    approver = TerminalApprover(auto_approve=args.yes, answers_from_stdin=args.file != "-", console=console)
-    return asyncio.run(_run(code, args, approver, console))
+    output = CodeOutput()
+    approver = TerminalApprover(
+        auto_approve=args.yes, answers_from_stdin=args.file != "-", console=console, output=output
+    )
+    return asyncio.run(_run(code, args, approver, output, console))
 
 
 def _read_code(file: str) -> str:
@@ -75,7 +79,9 @@ def _read_code(file: str) -> str:
         raise UsageError(f"{file}: not UTF-8 text ({exc.reason})") from None
 
 
-async def _run(code: str, args: argparse.Namespace, approver: TerminalApprover, console: Console) -> int:
+async def _run(
+    code: str, args: argparse.Namespace, approver: TerminalApprover, output: CodeOutput, console: Console
+) -> int:
     from ipybox_core.executor import CodeExecutor
     from ipybox_core.mcp.config import load_mcp_config
     from ipybox_core.mcp_server.environment import load_environment
@@ -96,11 +102,15 @@ async def _run(code: str, args: argparse.Namespace, approver: TerminalApprover, 
                 f"connecting to MCP server {name!r} ({config.describe()}) and generating its API"
             )
             await executor.register_mcp_server(name, config)
-        return await _execute(executor, code, args, approver, console)
+        return await _execute(executor, code, args, approver, output)
 
 
 async def _execute(
-    executor: CodeExecutor, code: str, args: argparse.Namespace, approver: TerminalApprover, console: Console
+    executor: CodeExecutor,
+    code: str,
+    args: argparse.Namespace,
+    approver: TerminalApprover,
+    output: CodeOutput,
 ) -> int:
     from ipybox_core.approval import ApprovalRequest
     from ipybox_core.executor import DisplayOutput, ExecutionResult, OutputChunk
@@ -109,21 +119,19 @@ async def _execute(
     async with executor.stream(code) as execution:
         async for event in execution:
             if isinstance(event, OutputChunk):
-                stream = sys.stdout if event.stream == "stdout" else sys.stderr
-                stream.write(event.text)
-                stream.flush()
+                output.write(event.text, stream=event.stream)
             elif isinstance(event, ApprovalRequest):
-                sys.stdout.flush()
-                await approver.decide(event)
+                output.flush()
+                await approver.decide(event, executor.servers)
             elif isinstance(event, DisplayOutput):
                 if event.png is not None:
                     images += 1
-                    print(_image_note(event.png, images, args.images), flush=True)
+                    output.line(_image_note(event.png, images, args.images))
                 elif event.text:
-                    print(event.text, flush=True)
+                    output.line(event.text)
             elif isinstance(event, ExecutionResult) and event.error is not None:
-                sys.stdout.flush()
-                print(event.error.traceback or str(event.error), file=sys.stderr, flush=True)
+                output.flush()
+                output.line(event.error.traceback or str(event.error), stream="stderr")
                 return EXIT_CODE_ERROR
     return EXIT_OK
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import CodeExecutor, DisplayOutput, ExecutionResult, OutputChunk
-from ipybox_core.terminal import ask_approval
+from ipybox_core.terminal import ask_approval, registered_call, terminal_safe
 
 NO_ANSWER = "no answer (end of input): the call was rejected; the demo ends here"
+UNREGISTERED = "the call names no tool the demo registered: it is rejected"
 
 DEMO_CELLS = [
     # 1: read-only calls, data processed in the kernel instead of in a model's context
@@ -55,7 +56,12 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
                 no_answer = False
                 async for event in executor.stream(code):
                     if isinstance(event, ApprovalRequest):
-                        answer = await ask_approval(event, auto=auto_approve)
+                        call = registered_call(event, executor.servers)  # named from the host's data
+                        if call is None:
+                            print(UNREGISTERED, flush=True)
+                            await event.reject(UNREGISTERED)
+                            continue
+                        answer = await ask_approval(call, auto=auto_approve)
                         if answer:
                             await event.accept()
                         else:
@@ -75,7 +81,8 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
                             print(NO_ANSWER)
                             return 1
                         if event.error is not None and event.error.ename == "PermissionError":
-                            print(f"code action {number} stopped: {event.error.evalue}; the demo ends here")
+                            stopped = terminal_safe(event.error.evalue, lines=False)
+                            print(f"code action {number} stopped: {stopped}; the demo ends here")
                             return 0
                         if event.error is not None:
                             print(_indent(event.error.traceback))
@@ -85,7 +92,9 @@ async def run_demo(*, auto_approve: bool = False, workspace: Path | None = None)
 
 
 def _indent(text: str) -> str:
-    return "".join(f"  | {line}\n" for line in text.rstrip("\n").splitlines())
+    """``text`` as indented ``  | `` lines, escaped: no code output line can look like a question."""
+    shown = terminal_safe(text).rstrip("\n")
+    return "".join(f"  | {line}\n" for line in shown.split("\n")) if shown else ""
 
 
 if __name__ == "__main__":
