@@ -25,6 +25,7 @@ not pointing into a sandbox) are the operator's choice and are used as given.
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import threading
@@ -37,9 +38,32 @@ from ipybox_core.errors import ConfigError
 HOST_CWD = "/"
 """The working directory of a host-side subprocess that has no configured one."""
 
-_lock = threading.Lock()
-_writable: dict[Path, bool] = {}
-"""Tree -> whether the host's Python environment is mounted read-only over it (``python_env``)."""
+_PRUNE_ABOVE = 256
+"""More marked trees than this: forget those that no longer exist (a removed workspace holds nothing)."""
+
+
+class _Marked:
+    """The sandbox-writable trees of this process, and the same sorted (for prefix look-ups)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.trees: dict[str, bool] = {}
+        """Tree (absolute, normalised; also with symlinks resolved) -> whether the host's Python
+        environment is mounted read-only over it (``python_env``)."""
+        self.view: tuple[dict[str, bool], list[str]] = ({}, [])
+        """A snapshot for readers: replaced, never changed."""
+
+    def add(self, forms: list[str], python_env_read_only: bool) -> None:
+        with self.lock:
+            for form in forms:
+                self.trees[form] = self.trees.get(form, True) and python_env_read_only
+            if len(self.trees) > _PRUNE_ABOVE:
+                for gone in [tree for tree in self.trees if tree not in forms and not os.path.lexists(tree)]:
+                    del self.trees[gone]
+            self.view = (dict(self.trees), sorted(self.trees))
+
+
+_marked = _Marked()
 
 
 def host_cwd(configured: str | os.PathLike[str] | None = None) -> str:
@@ -59,16 +83,12 @@ def mark_sandbox_writable(trees: Iterable[str | os.PathLike[str]], *, python_env
     trees (its policy's ``python_env``), so an environment inside one of them stays the host's.
     A tree stays marked after its sandbox ended: what the code left there is still not the host's.
     """
-    with _lock:
-        for tree in trees:
-            for form in _forms(Path(tree)):
-                _writable[form] = _writable.get(form, True) and python_env_read_only
+    _marked.add([form for tree in trees for form in _forms(Path(tree))], python_env_read_only)
 
 
 def sandbox_writable_trees() -> tuple[Path, ...]:
     """The trees sandboxes of this process can write (or could, earlier)."""
-    with _lock:
-        return tuple(_writable)
+    return tuple(Path(tree) for tree in _marked.view[1])
 
 
 @dataclass(frozen=True)
@@ -86,16 +106,20 @@ class HostRead:
 
 def sandbox_can_write(read: HostRead) -> Path | None:
     """The marked tree through which sandboxed code can change what ``read`` names, or None."""
-    with _lock:
-        marked = list(_writable.items())
+    marked, ordered = _marked.view
     for path in _forms(read.path):
-        for tree, env_read_only in marked:
-            if path.is_relative_to(tree):
-                if read.python_env and env_read_only and path != tree:
-                    continue  # mounted read-only over the writable tree
-                return tree
-            if read.tree and tree.is_relative_to(path):
-                return tree
+        for ancestor in _ancestors(path):
+            env_read_only = marked.get(ancestor)
+            if env_read_only is None:
+                continue
+            if read.python_env and env_read_only and path != ancestor:
+                continue  # mounted read-only over the writable tree
+            return Path(ancestor)
+        if read.tree:  # a marked tree below the directory
+            prefix = path.rstrip(os.sep) + os.sep
+            index = bisect.bisect_left(ordered, prefix)
+            if index < len(ordered) and ordered[index].startswith(prefix):
+                return Path(ordered[index])
     return None
 
 
@@ -148,7 +172,15 @@ def host_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _forms(path: Path) -> set[Path]:
+def _forms(path: Path) -> set[str]:
     """``path`` made absolute and normalised, and with its symlinks resolved."""
-    absolute = Path(os.path.normpath(os.path.abspath(path)))
-    return {absolute, Path(os.path.realpath(absolute))}
+    absolute = os.path.normpath(os.path.abspath(path))
+    return {absolute, os.path.realpath(absolute)}
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` (absolute, normalised) and every directory above it, up to ``/``."""
+    found = [path]
+    while (parent := os.path.dirname(found[-1])) != found[-1]:
+        found.append(parent)
+    return found

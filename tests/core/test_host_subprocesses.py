@@ -233,11 +233,11 @@ def test_control_the_check_accepts_the_helper() -> None:
 
 
 @pytest.fixture
-def marked(monkeypatch: pytest.MonkeyPatch) -> dict[Path, bool]:
-    """A clean registry of sandbox-writable trees for this test."""
-    registry: dict[Path, bool] = {}
-    monkeypatch.setattr(_host_process, "_writable", registry)
-    return registry
+def marked(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """A clean registry of sandbox-writable trees for this test (its trees)."""
+    registry = _host_process._Marked()
+    monkeypatch.setattr(_host_process, "_marked", registry)
+    return registry.trees
 
 
 def test_python_runs_isolated() -> None:
@@ -306,13 +306,29 @@ def test_a_writable_tree_inside_a_tool_directory_counts(tmp_path: Path) -> None:
     assert sandbox_can_write(HostRead("a PATH entry", config, tree=False)) is None
 
 
-def test_marking_happens_when_a_sandbox_launcher_is_made(tmp_path: Path, marked: dict[Path, bool]) -> None:
+def test_marking_happens_when_a_sandbox_launcher_is_made(tmp_path: Path, marked: dict[str, bool]) -> None:
     require(
         sys.platform.startswith("linux") and host_which("bwrap") is not None, "bubblewrap is not installed"
     )
     (tmp_path / "extra").mkdir()
     launcher = sandbox_launcher(SandboxPolicy(allow_write=[Path("extra")]), workspace=tmp_path)
     try:
-        assert {tmp_path, tmp_path / "extra"} <= set(marked)
+        assert {str(tmp_path), str(tmp_path / "extra")} <= set(marked)
     finally:
         launcher.close()
+
+
+def test_trees_that_no_longer_exist_are_forgotten_past_a_bound(
+    tmp_path: Path, marked: dict[str, bool]
+) -> None:
+    removed = [tmp_path / f"removed-{n}" for n in range(_host_process._PRUNE_ABOVE)]
+    for tree in removed:
+        tree.mkdir()
+    mark_sandbox_writable(removed, python_env_read_only=True)
+    for tree in removed:
+        tree.rmdir()  # the sessions ended and their workspaces were removed
+    live = tmp_path / "live"
+    live.mkdir()
+    mark_sandbox_writable([live], python_env_read_only=True)
+    assert set(marked) == {str(live)}
+    assert sandbox_can_write(HostRead("file", live / "x.whl")) == live

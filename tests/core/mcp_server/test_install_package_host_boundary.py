@@ -55,11 +55,11 @@ def naive_pip(cwd: Path, *args: str, python: str = sys.executable, **env: str) -
 
 
 @pytest.fixture
-def marked(monkeypatch: pytest.MonkeyPatch) -> dict[Path, bool]:
-    """A clean registry of sandbox-writable trees for this test."""
-    registry: dict[Path, bool] = {}
-    monkeypatch.setattr(_host_process, "_writable", registry)
-    return registry
+def marked(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """A clean registry of sandbox-writable trees for this test (its trees)."""
+    registry = _host_process._Marked()
+    monkeypatch.setattr(_host_process, "_marked", registry)
+    return registry.trees
 
 
 @pytest.mark.usefixtures("marked")
@@ -107,7 +107,7 @@ async def test_a_uv_config_planted_in_the_working_directory_is_not_read(
 
 
 async def test_pip_config_in_a_sandbox_writable_home_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marked: dict[Path, bool]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marked: dict[str, bool]
 ) -> None:
     home = tmp_path / "home"  # the workspace is the home directory (cd ~ && ipybox mcp --sandbox)
     (home / ".config" / "pip").mkdir(parents=True)
@@ -131,7 +131,7 @@ async def test_pip_config_in_a_sandbox_writable_home_is_refused(
         await install_requirements([MISSING], extra_args=["--no-index"])
 
 
-async def test_a_wheel_the_sandbox_wrote_is_refused(tmp_path: Path, marked: dict[Path, bool]) -> None:
+async def test_a_wheel_the_sandbox_wrote_is_refused(tmp_path: Path, marked: dict[str, bool]) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     wheel = build_probe_wheel(workspace)
@@ -145,7 +145,7 @@ async def test_a_wheel_the_sandbox_wrote_is_refused(tmp_path: Path, marked: dict
 
 
 async def test_an_interpreter_the_sandbox_can_write_is_refused(
-    tmp_path: Path, marked: dict[Path, bool]
+    tmp_path: Path, marked: dict[str, bool]
 ) -> None:
     workspace = tmp_path / "ws"
     environment = workspace / ".venv"
