@@ -1,5 +1,5 @@
-"""``install_package`` runs pip (or uv) on the host, as root when ipybox is root: sandboxed code must not
-be able to choose what it runs. Each attack plants what the sandbox can write and has a control that
+"""``install_package`` runs pip (or uv) on the host, as root when ipybox is root, and MCP stdio servers run
+there too: sandboxed code must not be able to choose what they run. Each attack plants what the sandbox can write and has a control that
 runs the tool the old way and shows the plant taking effect.
 
 - A ``pip/`` package in the directory that was the server's working directory (``ipybox mcp
@@ -7,6 +7,7 @@ runs the tool the old way and shows the plant taking effect.
 - A ``uv.toml`` there: ``uv pip`` used to read it (config discovery from cwd).
 - A pip config in a home directory the sandbox can write, a wheel in the workspace, an interpreter in
   the workspace: refused before anything runs.
+- A package shadowing an MCP stdio server's ``python -m`` module in ipybox's working directory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mcp_server_kit import ClientActor, build_probe_wheel, text_of
 from ipybox_core import _host_process
 from ipybox_core._host_process import mark_sandbox_writable
 from ipybox_core.errors import ConfigError
+from ipybox_core.mcp import McpRegistry
 from ipybox_core.mcp_server.packages import install_requirements
 from prerequisites import require
 
@@ -73,7 +75,7 @@ async def test_a_pip_package_planted_in_the_working_directory_is_not_run(
     assert not marker.exists(), "the planted pip ran on the host"
     assert not result.ok and MISSING in result.output, result.output  # the real pip ran, and failed
     naive_pip(workspace, "install", "--no-index", MISSING)  # control
-    assert marker.read_text() == "planted pip ran"
+    assert marker.read_text() == "planted code ran"
 
 
 @pytest.mark.usefixtures("marked")
@@ -196,9 +198,32 @@ async def test_sandboxed_code_cannot_run_code_on_the_host_through_install_packag
         assert not marker.exists(), "the planted pip ran on the host"
         assert result.is_error and MISSING in text_of(result), text_of(result)  # the real pip ran
     naive_pip(served_from, "install", "--no-index", MISSING)  # control: the old command, same place
-    assert marker.read_text() == "planted pip ran"
+    assert marker.read_text() == "planted code ran"
 
 
 def plant_source(marker: Path) -> str:
-    """A planted ``pip/__main__.py``: it leaves ``marker`` (a host path the sandbox cannot see)."""
-    return f"import pathlib\npathlib.Path({str(marker)!r}).write_text('planted pip ran')\n"
+    """A planted module: it leaves ``marker`` (a host path the sandbox cannot see)."""
+    return f"import pathlib\npathlib.Path({str(marker)!r}).write_text('planted code ran')\n"
+
+
+async def test_a_stdio_server_does_not_start_in_ipybox_s_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m ipybox_core.demo.server`` (the demo's config) started by a server whose working
+    directory is a workspace: a planted ``ipybox_core`` package there used to shadow the real one."""
+    workspace, marker = tmp_path / "ws", tmp_path / "marker"
+    planted = workspace / "ipybox_core" / "demo"
+    planted.mkdir(parents=True)
+    for folder in (workspace / "ipybox_core", planted):
+        (folder / "__init__.py").write_text("")
+    (planted / "server.py").write_text(plant_source(marker))
+    monkeypatch.chdir(workspace)
+    async with McpRegistry() as registry:
+        tools = await registry.add(
+            "shop", {"command": sys.executable, "args": ["-m", "ipybox_core.demo.server"]}
+        )
+    assert tools and not marker.exists()  # the real demo server ran
+    subprocess.run(  # control: the same command in the workspace, as the SDK used to start it
+        [sys.executable, "-m", "ipybox_core.demo.server"], cwd=workspace, timeout=120, check=False
+    )
+    assert marker.read_text() == "planted code ran"
