@@ -23,7 +23,11 @@ from servers.gateway import kernelgateway_available
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
-LINUX_ONLY = {"bench_scale": "reads /proc/<pid>/smaps_rollup", "bench_sandbox": "runs bubblewrap"}
+LINUX_ONLY = {
+    "bench_scale": "reads /proc/<pid>/smaps_rollup",
+    "bench_sandbox": "runs bubblewrap",
+    "bench_relaunch_scan": "runs bubblewrap",
+}
 RUN_TIMEOUT = 180
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 from ipybox_core.errors import ConfigError
 from ipybox_core.kernel._stale_dirs import mark_owner, sweep_stale_dirs
 from ipybox_core.kernel.config import KernelConfig
+from ipybox_core.kernel.launcher import KernelLauncher, LaunchSpec
 
 MPL_INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
@@ -230,3 +232,27 @@ def kernel_environment(
         # Inside a PID namespace the parent pid never matches: the kernel would kill itself.
         env.pop("JPY_PARENT_PID", None)
     return env
+
+
+async def wrap_off_loop(launcher: KernelLauncher, spec: LaunchSpec) -> LaunchSpec:
+    """``launcher.wrap(spec)`` in a worker thread.
+
+    A sandbox's ``wrap`` scans the workspace for paths to hide, which takes seconds for a workspace
+    of a million files: on the event loop that would stall every other kernel and session. If the
+    caller is cancelled meanwhile, the wrapped launch is dropped once ready (the descriptors it
+    would have passed to the kernel are closed).
+    """
+    wrapping = asyncio.ensure_future(asyncio.to_thread(launcher.wrap, spec))
+    try:
+        return await asyncio.shield(wrapping)
+    except asyncio.CancelledError:
+        wrapping.add_done_callback(lambda done: _close_new_fds(done, spec))
+        raise
+
+
+def _close_new_fds(done: asyncio.Future[LaunchSpec], original: LaunchSpec) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return
+    for fd in set(done.result().pass_fds) - set(original.pass_fds):
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -25,6 +25,7 @@ from ipybox_core.kernel._launch import (
     kernel_argv,
     kernel_environment,
     prepare_runtime_dir,
+    wrap_off_loop,
     write_bootstrap,
     write_connection_file,
 )
@@ -77,6 +78,16 @@ def _discard(incarnation: _Incarnation) -> None:
     if not incarnation.in_use:
         incarnation.channels.close()
     incarnation.files.remove_process_files(incarnation.generation)  # a killed kernel leaves them
+
+
+async def _discard_off_loop(incarnation: _Incarnation) -> None:
+    """:func:`_discard`, its slow part in a worker thread: finding the process tree (the host's
+    whole process table) and reaping take 0.1 s on a busy host, a stall for every other kernel and
+    session on the event loop. Cancelled meanwhile, it finishes on the loop."""
+    try:
+        await asyncio.shield(asyncio.to_thread(incarnation.process.kill, incarnation.known_descendants))
+    finally:
+        _discard(incarnation)  # the process part is done (kill is idempotent); channels and files
 
 
 def _release(resources: _Resources) -> None:
@@ -172,7 +183,7 @@ class Kernel(KernelBase):
         )
         try:
             if self.config.launcher is not None:
-                spec = self.config.launcher.wrap(spec)
+                spec = await wrap_off_loop(self.config.launcher, spec)
                 spec = dataclasses.replace(
                     spec, env={k: v for k, v in spec.env.items() if k != "JPY_PARENT_PID"}
                 )
@@ -278,7 +289,7 @@ class Kernel(KernelBase):
             if incarnation is not None:
                 logger.warning("the kernel died while idle; starting a fresh one (state is lost)")
                 self._resources.incarnation = None
-                _discard(incarnation)
+                await _discard_off_loop(incarnation)
             return await self._launch()
 
     async def restart(self) -> None:
@@ -291,7 +302,7 @@ class Kernel(KernelBase):
             self._check_open()
             incarnation, self._resources.incarnation = self._resources.incarnation, None
             if incarnation is not None:
-                _discard(incarnation)
+                await _discard_off_loop(incarnation)
             await self._launch()
 
     def relocate(self, config: KernelConfig) -> None:
@@ -380,7 +391,7 @@ class Kernel(KernelBase):
     async def _transport(self) -> _LocalTransport:
         return _LocalTransport(self, await self._ensure_running())
 
-    def _check_incarnation(self, incarnation: _Incarnation) -> None:
+    async def _check_incarnation(self, incarnation: _Incarnation) -> None:
         """Raise if the kernel serving an execution was replaced or died."""
         if incarnation.retired or incarnation.generation != self._generation:
             raise KernelError("the kernel was restarted or shut down while the code was running")
@@ -389,8 +400,8 @@ class Kernel(KernelBase):
             return
         if self._resources.incarnation is incarnation:
             self._resources.incarnation = None
-        tail = self._log_tail_section(wait=2.0)
-        _discard(incarnation)
+        tail = await asyncio.to_thread(self._log_tail_section, 2.0)  # waits for the last writes
+        await _discard_off_loop(incarnation)
         raise KernelDied(
             f"the kernel died while running the code ({_describe_exit(exit_code)}); all its state is "
             "lost and the next execution starts a fresh kernel" + tail,
@@ -494,7 +505,7 @@ class _LocalTransport:
         return await self._channels.receive(self._channels.shell, timeout)
 
     async def check(self) -> None:
-        self._kernel._check_incarnation(self._incarnation)
+        await self._kernel._check_incarnation(self._incarnation)
 
     def interrupt(self) -> None:
         self._kernel._send_interrupt(self._incarnation)

@@ -3,25 +3,42 @@
 The sandbox root is an empty read-only tmpfs; only the binds listed here appear in it (at their host
 paths). Hidden paths inside those binds are covered last: directories by an empty tmpfs with mode
 000, files by a read-only bind of an empty mode-000 file.
+
+What is hidden is decided by what a path is, never by where the sandbox last left it: every name
+in the user trees is matched against ``hidden_names`` (no directory is skipped), every name of a
+hidden file is hidden (hard links; files whose directory was renamed are found again by their
+identity), and the directories leading to an explicitly hidden path inside a writable tree are
+*pinned*: bound onto themselves, so that the sandbox cannot rename them (``EBUSY``) and the path
+stays where the policy names it, for every later launch too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ipybox_core.errors import SandboxError
 from ipybox_core.kernel.launcher import LaunchSpec
 from ipybox_core.sandbox._pyenv import PythonPaths, find_executable, python_environment_paths
-from ipybox_core.sandbox._scan import find_by_name, find_private
+from ipybox_core.sandbox._scan import (
+    FileId,
+    HiddenScanGaveUp,
+    ScanBound,
+    find_private,
+    scan_user_trees,
+)
 from ipybox_core.sandbox.policy import SandboxPolicy
 
 SANDBOX_HOME = Path("/tmp/ipybox-home")
 """``HOME`` inside the sandbox when the real home directory is not visible (private, in ``/tmp``)."""
 
 _RESERVED = (Path("/proc"), Path("/dev"), Path("/tmp"))
+MAX_MASKS = 10_000
+"""Hidden paths one sandbox may have (each is a mount); more and the kernel is not started."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,11 @@ class FilesystemPlan:
     hidden: tuple[Hidden, ...]
     home: Path
     tmp_size_bytes: int | None
+    pins: tuple[Bind, ...] = ()
+    """Directories bound onto themselves so the sandbox cannot rename them: each one leading to an
+    explicitly hidden path inside a writable bind."""
+    hidden_ids: frozenset[FileId] = frozenset()
+    """Identities of what is hidden in the user trees (for the next launch's scan)."""
 
     def enclosing_bind(self, path: Path) -> Bind | None:
         """The deepest bind that contains ``path``."""
@@ -111,6 +133,8 @@ class FilesystemPlan:
         args += [*size, "--perms", "1777", "--tmpfs", "/tmp"]
         for item in late:
             args += bind(item)
+        for pin in self.pins:
+            args += _bind_args(pin)
         for hidden in self.hidden:
             if hidden.directory:
                 args += ["--perms", "0000", "--tmpfs", str(hidden.path)]
@@ -131,13 +155,17 @@ def plan_filesystem(
     spec: LaunchSpec,
     interpreters: Sequence[Path] = (),
     sockets: Sequence[Path] = (),
+    known_hidden: Collection[FileId] = frozenset(),
 ) -> FilesystemPlan:
     """Compute the sandbox's mounts for launching ``spec`` under ``policy``.
 
     ``interpreters`` are further Python interpreters whose environment must be visible; ``sockets``
-    are host unix sockets the kernel may connect to (e.g. the tool server's), shown at their path.
-    Raises :class:`SandboxError` when a path the policy names does not exist, a socket is not a
-    socket, or the workspace, the runtime directory or the working directory would be invisible.
+    are host unix sockets the kernel may connect to (e.g. the tool server's), shown at their path;
+    ``known_hidden`` are identities hidden at earlier launches (:attr:`FilesystemPlan.hidden_ids`),
+    hidden again wherever they are now. Raises :class:`SandboxError` when a path the policy names
+    does not exist, a socket is not a socket, or the workspace, the runtime directory or the
+    working directory would be invisible; :class:`~._scan.HiddenScanGaveUp` when the scan for
+    hidden paths reaches the policy's bound or finds more than :data:`MAX_MASKS`.
     """
     workspace = workspace.absolute()
     binds: dict[Path, Bind] = {}
@@ -200,11 +228,8 @@ def plan_filesystem(
                     "could change the system; choose a narrower workspace or allow_write path"
                 )
     allowed_sockets = {path.absolute() for path in sockets} | {path.resolve() for path in sockets}
-    hidden = tuple(
-        item
-        for item in _hidden_paths(policy, workspace, ordered, user_trees)
-        if item.path not in allowed_sockets
-    )
+    masks = _hidden_paths(policy, workspace, ordered, user_trees, known_hidden)
+    hidden = tuple(item for item in masks.hidden if item.path not in allowed_sockets)
     home = policy.resolved_home()
     plan = FilesystemPlan(
         binds=tuple(ordered),
@@ -212,9 +237,11 @@ def plan_filesystem(
         hidden=hidden,
         home=SANDBOX_HOME,
         tmp_size_bytes=policy.limits.tmp_size_mb * 2**20 if policy.limits.tmp_size_mb else None,
+        pins=masks.pins,
+        hidden_ids=masks.identities,
     )
     if plan.is_visible(home):
-        plan = FilesystemPlan(plan.binds, plan.symlinks, plan.hidden, home, plan.tmp_size_bytes)
+        plan = dataclasses.replace(plan, home=home)
     for what, path in (
         ("workspace", workspace),
         ("kernel socket directory", ipc_dir),
@@ -261,36 +288,127 @@ def _drop_redundant(binds: Iterable[Bind]) -> list[Bind]:
     return kept
 
 
+@dataclass(frozen=True)
+class _Masks:
+    hidden: tuple[Hidden, ...]
+    pins: tuple[Bind, ...]
+    identities: frozenset[FileId]
+
+
 def _hidden_paths(
-    policy: SandboxPolicy, workspace: Path, binds: list[Bind], user_trees: list[Path]
-) -> tuple[Hidden, ...]:
+    policy: SandboxPolicy,
+    workspace: Path,
+    binds: list[Bind],
+    user_trees: list[Path],
+    known: Collection[FileId],
+) -> _Masks:
     """Where to mount masks: every view (inside the sandbox) of every hidden host path.
 
     Host paths are resolved first and masks never land on a symlink: a symlink is followed to its
     target, which is masked wherever a bind shows it.
     """
-    candidates = [policy.expand(pattern, workspace) for pattern in policy.all_hidden_paths()]
-    for tree in dict.fromkeys(path.resolve() for path in user_trees):
-        candidates.extend(find_by_name(tree, policy.hidden_names))
+    trees = _outermost(path.resolve() for path in user_trees)
+    explicit = _existing_targets(policy.expand(pattern, workspace) for pattern in policy.all_hidden_paths())
+    scan = scan_user_trees(
+        trees,
+        policy.hidden_names,
+        known={*known, *(_identity(info) for info in explicit.values())},
+        bound=ScanBound(policy.hidden_scan_entries, policy.hidden_scan_seconds),
+        max_found=MAX_MASKS,
+    )
+    targets = {**_existing_targets(map(Path, (*scan.matches, *scan.known))), **explicit}
     if os.geteuid() == 0:
         for tree in policy.private_file_scan:
             if tree.is_dir():
-                candidates.extend(find_private(tree.resolve()))
+                targets.update(_existing_targets(find_private(tree.resolve())))
+    hidden_ids = {_identity(info) for info in targets.values()}
+    other_names = [
+        Path(name)
+        for identity, names in scan.linked.items()
+        if identity in hidden_ids or identity in scan.covered_links
+        for name in names
+    ]
+    if len(targets) + len(other_names) > 2 * MAX_MASKS:
+        raise _too_many_masks(len(targets) + len(other_names))
+    targets.update(_existing_targets(other_names))
     hidden: dict[Path, bool] = {}
-    for candidate in candidates:
-        if not os.path.lexists(candidate):
-            continue
-        target = candidate.resolve()
-        if not target.exists():
-            continue
+    for target, info in targets.items():
         for bind in binds:
             if target.is_relative_to(bind.source):
-                hidden[bind.path / target.relative_to(bind.source)] = target.is_dir()
+                hidden[bind.path / target.relative_to(bind.source)] = stat.S_ISDIR(info.st_mode)
             elif bind.source.is_relative_to(target):  # a bind inside a hidden tree is hidden too
                 hidden[bind.path] = bind.source.is_dir()
-    ordered = sorted(hidden, key=lambda path: (len(path.parts), str(path)))
-    kept = [path for i, path in enumerate(ordered) if not any(path.is_relative_to(p) for p in ordered[:i])]
-    return tuple(Hidden(path, hidden[path]) for path in kept)
+    masks = _outermost(hidden)
+    if len(masks) > MAX_MASKS:
+        raise _too_many_masks(len(masks))
+    return _Masks(
+        hidden=tuple(Hidden(path, hidden[path]) for path in masks),
+        pins=_pins(explicit, binds, set(masks)),
+        identities=frozenset(
+            _identity(info)
+            for target, info in targets.items()
+            if any(target.is_relative_to(tree) for tree in trees)
+        ),
+    )
+
+
+def _identity(info: os.stat_result) -> FileId:
+    return (info.st_dev, info.st_ino)
+
+
+def _too_many_masks(count: int) -> HiddenScanGaveUp:
+    return HiddenScanGaveUp(
+        f"the sandbox would hide {count} paths (at most {MAX_MASKS}, each is a mount): the kernel is "
+        "not started. Remove files named like secrets (SandboxPolicy.hidden_names) from the workspace."
+    )
+
+
+def _outermost(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` without duplicates and without those inside another, shallowest first."""
+    kept: list[Path] = []
+    seen: set[Path] = set()
+    for path in sorted(set(paths), key=lambda path: (len(path.parts), str(path))):
+        if seen.isdisjoint(path.parents):
+            kept.append(path)
+            seen.add(path)
+    return kept
+
+
+def _existing_targets(candidates: Iterable[Path]) -> dict[Path, os.stat_result]:
+    """Each candidate's resolved target with its ``lstat``; missing targets and loops are dropped."""
+    found: dict[Path, os.stat_result] = {}
+    for candidate in candidates:
+        try:
+            if not os.path.lexists(candidate):
+                continue
+            target = candidate.resolve()
+            found[target] = target.lstat()
+        except (OSError, RuntimeError):  # vanished, or a symlink loop
+            continue
+    return found
+
+
+def _pins(explicit: Iterable[Path], binds: list[Bind], masks: set[Path]) -> tuple[Bind, ...]:
+    """The directories to bind onto themselves: each one between a writable bind and the mask of an
+    explicitly hidden path shown through it (so the sandbox cannot rename the path away from the
+    name the policy gives it)."""
+    pins: dict[Path, Bind] = {}
+    for target in explicit:
+        for bind in binds:
+            if not bind.writable or not target.is_relative_to(bind.source):
+                continue
+            view = bind.path / target.relative_to(bind.source)
+            mask = next((path for path in (view, *view.parents) if path in masks), None)
+            deepest = max(
+                (other for other in binds if view.is_relative_to(other.path)),
+                key=lambda other: len(other.path.parts),
+            )
+            if mask is None or deepest is not bind or not mask.is_relative_to(bind.path):
+                continue
+            for parent in mask.relative_to(bind.path).parents:
+                if parent != Path("."):
+                    pins[bind.path / parent] = Bind(bind.path / parent, bind.source / parent, True)
+    return tuple(sorted(pins.values(), key=lambda pin: (len(pin.path.parts), str(pin.path))))
 
 
 def _in_tmp(path: Path) -> bool:

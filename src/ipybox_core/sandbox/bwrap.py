@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ from ipybox_core.sandbox._command import boot_command, module_index, sandbox_env
 from ipybox_core.sandbox._mounts import FilesystemPlan, plan_filesystem
 from ipybox_core.sandbox._ownership import give_directory
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
+from ipybox_core.sandbox._scan import FileId
 from ipybox_core.sandbox._seccomp import seccomp_program
 from ipybox_core.sandbox._userns import mapped_user_namespace
 from ipybox_core.sandbox.policy import SandboxPolicy
@@ -107,6 +109,10 @@ class BwrapLauncher:
         self._deny_file.touch(mode=0o000)
         os.chmod(self._deny_file, 0o000)
         self._proxies: dict[Path, FilteringProxy] = {}
+        self._hidden_ids: frozenset[FileId] = frozenset()
+        """Identities hidden at this launcher's earlier launches: hidden again wherever they are
+        (a renamed directory, a re-pointed link), never given back to the sandbox."""
+        self._hidden_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._private, self._proxies)
 
     @property
@@ -119,14 +125,31 @@ class BwrapLauncher:
         self._finalizer()
 
     def plan(self, spec: LaunchSpec) -> FilesystemPlan:
-        """The sandbox's file system for ``spec`` (what :meth:`wrap` mounts)."""
+        """The sandbox's file system for ``spec`` (what :meth:`wrap` mounts).
+
+        Scans the workspace and the allowed trees (see :mod:`._scan`): blocking, seconds for a big
+        workspace; a kernel calls :meth:`wrap` in a worker thread.
+        """
         interpreters = [] if module_index(spec.argv) is not None else [Path(sys.executable)]
-        return plan_filesystem(
-            self.policy, workspace=self.workspace, spec=spec, interpreters=interpreters, sockets=self.sockets
+        with self._hidden_lock:
+            known = self._hidden_ids
+        plan = plan_filesystem(
+            self.policy,
+            workspace=self.workspace,
+            spec=spec,
+            interpreters=interpreters,
+            sockets=self.sockets,
+            known_hidden=known,
         )
+        with self._hidden_lock:
+            self._hidden_ids |= plan.hidden_ids
+        return plan
 
     def wrap(self, spec: LaunchSpec) -> LaunchSpec:
-        """Return the launch of ``spec`` inside bubblewrap (see the module docstring)."""
+        """Return the launch of ``spec`` inside bubblewrap (see the module docstring).
+
+        Blocking (the file-system plan scans the user trees): call it off the event loop.
+        """
         if not self._private.is_dir():
             raise SandboxError("this BwrapLauncher was closed")
         plan = self.plan(spec)

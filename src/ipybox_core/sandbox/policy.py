@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveFloat,
     PositiveInt,
     ValidationError,
     field_validator,
@@ -70,6 +71,10 @@ DEFAULT_HIDDEN_NAMES: tuple[str, ...] = (
     ".git-credentials",
 )
 """File-name patterns hidden anywhere in the workspace and the extra allowed paths (at launch)."""
+DEFAULT_HIDDEN_SCAN_ENTRIES = 1_000_000
+"""Entries a launch's scan for hidden files visits at most (all user trees together)."""
+DEFAULT_HIDDEN_SCAN_SECONDS = 60.0
+"""Seconds a launch's scan for hidden files may take at most."""
 
 _HOST_PATTERN = re.compile(r"^(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?$")
 
@@ -122,7 +127,9 @@ class SandboxPolicy(BaseModel):
     (``"pypi.org"``, ``"*.github.com:443"``) opens HTTP(S) to those hosts only, through a filtering
     proxy (``HTTP(S)_PROXY`` is set in the kernel); ``network=True`` shares the host's network
     entirely (no isolation). ``hidden_paths`` and ``hidden_names`` hide secrets inside visible
-    trees; ``extra_hidden_paths`` adds to the defaults. ``private_file_scan`` lists system trees in
+    trees; ``extra_hidden_paths`` adds to the defaults. Each launch scans the workspace and the
+    allowed trees for them, at most ``hidden_scan_entries`` entries in ``hidden_scan_seconds``
+    (past either the kernel is not started). ``private_file_scan`` lists system trees in
     which, when the application runs as root, every file other users could not read is hidden too.
     ``sandbox_uid`` is the unprivileged host uid the kernel runs as when the application runs as
     root (the workspace and ``allow_write`` paths are given to it); ``None`` keeps the kernel root
@@ -139,6 +146,8 @@ class SandboxPolicy(BaseModel):
     hidden_paths: tuple[str, ...] = DEFAULT_HIDDEN_PATHS
     extra_hidden_paths: tuple[str, ...] = ()
     hidden_names: tuple[str, ...] = DEFAULT_HIDDEN_NAMES
+    hidden_scan_entries: PositiveInt = DEFAULT_HIDDEN_SCAN_ENTRIES
+    hidden_scan_seconds: PositiveFloat = DEFAULT_HIDDEN_SCAN_SECONDS
     private_file_scan: tuple[Path, ...] = (Path("/etc"),)
     network: bool = False
     allow_hosts: tuple[str, ...] = ()

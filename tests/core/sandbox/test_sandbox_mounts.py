@@ -69,8 +69,10 @@ def test_python_import_paths_of_pth_files_are_visible(dirs: dict[str, Path]) -> 
 def test_secrets_in_the_workspace_are_hidden_by_name(dirs: dict[str, Path]) -> None:
     ws = dirs["ws"]
     (ws / "sub" / "deeper").mkdir(parents=True)
-    (ws / "node_modules" / "pkg").mkdir(parents=True)
-    for name in (".env", "sub/deeper/.env", ".env.local", ".netrc", "notes.env", "node_modules/pkg/.env"):
+    for skipped_once in ("node_modules/pkg", ".git/hooks", "__pycache__"):
+        (ws / skipped_once).mkdir(parents=True)
+    names = ("node_modules/pkg/.env", ".git/hooks/.env", "__pycache__/.netrc")
+    for name in (".env", "sub/deeper/.env", ".env.local", ".netrc", "notes.env", *names):
         (ws / name).write_text("x")
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(ws / "agent.sock"))
@@ -84,9 +86,9 @@ def test_secrets_in_the_workspace_are_hidden_by_name(dirs: dict[str, Path]) -> N
         ws / ".env.local",
         ws / ".netrc",
         ws / "agent.sock",
+        *(ws / name for name in names),  # no directory is skipped by its name
     } <= hidden
     assert ws / "notes.env" not in hidden
-    assert ws / "node_modules/pkg/.env" not in hidden  # dependency trees are not scanned
 
 
 def test_an_allowed_home_keeps_its_secrets_hidden(dirs: dict[str, Path]) -> None:
