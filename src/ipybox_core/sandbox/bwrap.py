@@ -35,6 +35,7 @@ from ipybox_core.sandbox._ownership import give_directory
 from ipybox_core.sandbox._proxy import FilteringProxy, HostFilter
 from ipybox_core.sandbox._scan import FileId
 from ipybox_core.sandbox._seccomp import seccomp_program
+from ipybox_core.sandbox._uids import UidLease, in_range, lease_uid
 from ipybox_core.sandbox._userns import mapped_user_namespace
 from ipybox_core.sandbox.policy import SandboxPolicy
 from ipybox_core.sandbox.probe import find_bwrap, probe_sandbox
@@ -99,9 +100,11 @@ class BwrapLauncher:
                 "ResourceLimits(max_processes=None)."
             )
         writable = [self.workspace, *(policy.expand(path, self.workspace) for path in policy.allow_write)]
-        self.uid = _unprivileged_uid(policy, writable)
-        """The host uid the kernel runs as when the application is root (see :mod:`._userns`), or
-        None: the kernel is the application's user (as root: root in a user namespace)."""
+        self._uid_lease = _unprivileged_uid(policy, writable)
+        self.uid = self._uid_lease.uid if self._uid_lease is not None else None
+        """The host uid the kernel runs as when the application is root (see :mod:`._userns`; one
+        of the policy's range, leased by this launcher: :mod:`._uids`), or None: the kernel is the
+        application's user (as root: root in a user namespace)."""
         self._userns = mapped_user_namespace(self.uid) if self.uid is not None else None
         self._private = Path(tempfile.mkdtemp(prefix="ipybox-launch-"))
         mark_owner(self._private)
@@ -113,7 +116,7 @@ class BwrapLauncher:
         """Identities hidden at this launcher's earlier launches: hidden again wherever they are
         (a renamed directory, a re-pointed link), never given back to the sandbox."""
         self._hidden_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _release, self._private, self._proxies)
+        self._finalizer = weakref.finalize(self, _release, self._private, self._proxies, self._uid_lease)
 
     @property
     def interrupt_mode(self) -> InterruptMode:
@@ -276,30 +279,43 @@ class BwrapLauncher:
         )
 
 
-def _unprivileged_uid(policy: SandboxPolicy, writable: Sequence[Path]) -> int | None:
-    """``policy.sandbox_uid`` if the application is root and every writable tree can be given to
-    that uid without taking anything from anyone: it already owns it, or the tree is an empty
-    directory (such as the workspace ipybox just created). A directory holding files of another
-    owner (a project, a home) is never given away: the kernel then stays root in its namespace."""
-    uid = policy.sandbox_uid
-    if os.geteuid() != 0 or uid is None:
+def _unprivileged_uid(policy: SandboxPolicy, writable: Sequence[Path]) -> UidLease | None:
+    """A uid of the policy's range if the application is root and every writable tree can be given
+    to it without taking anything from anyone: it already owns it, or the tree is an empty directory
+    (such as the workspace ipybox just created). A tree owned by a uid of the range (a restart, a
+    kept workspace) decides the uid; otherwise a free one is leased. A directory holding files of
+    another owner (a project, a home) is never given away: the kernel then stays root in its
+    namespace."""
+    base, count = policy.sandbox_uid, policy.sandbox_uids
+    if os.geteuid() != 0 or base is None:
         return None
+    owners = set()
     for tree in writable:
         info = tree.stat()
-        if info.st_uid != uid and any(tree.iterdir()):
+        if in_range(info.st_uid, base, count):
+            owners.add(info.st_uid)
+        elif any(tree.iterdir()):
             logger.warning(
                 "the sandbox runs as root in a user namespace, not as uid %d: %s belongs to uid %d and "
                 "is not empty (give it to uid %d to run the kernel unprivileged)",
-                uid,
+                base,
                 tree,
                 info.st_uid,
-                uid,
+                base,
             )
             return None
+    if len(owners) > 1:
+        logger.warning(
+            "the sandbox runs as root in a user namespace: its writable paths belong to different "
+            "sandbox uids (%s)",
+            ", ".join(map(str, sorted(owners))),
+        )
+        return None
+    lease = lease_uid(base, count, owner=owners.pop() if owners else None)
     for tree in writable:
-        if tree.stat().st_uid != uid:
-            give_directory(tree, uid)  # empty: nothing of anyone else changes owner
-    return uid
+        if tree.stat().st_uid != lease.uid:
+            give_directory(tree, lease.uid)  # empty: nothing of anyone else changes owner
+    return lease
 
 
 def _memory_file(name: str, data: bytes) -> int:
@@ -320,8 +336,10 @@ def _key(runtime_dir: Path) -> str:
     return hashlib.sha256(str(runtime_dir.absolute()).encode()).hexdigest()[:16]
 
 
-def _release(private: Path, proxies: dict[Path, FilteringProxy]) -> None:
+def _release(private: Path, proxies: dict[Path, FilteringProxy], uid_lease: UidLease | None) -> None:
     for proxy in proxies.values():
         proxy.close()
     proxies.clear()
     shutil.rmtree(private, ignore_errors=True)
+    if uid_lease is not None:
+        uid_lease.release()

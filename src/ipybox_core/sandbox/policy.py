@@ -115,8 +115,10 @@ class ResourceLimits(BaseModel):
 
 
 DEFAULT_SANDBOX_UID = 1_000_000_000
-"""The host uid (and gid) a root application's sandboxed kernel runs as: far from system users,
-``nobody`` and the usual subordinate-id ranges, so that no other host process shares it."""
+"""The first host uid (and gid) a root application's sandboxed kernels run as: far from system
+users, ``nobody`` and the usual subordinate-id ranges, so that no other host process shares it."""
+DEFAULT_SANDBOX_UIDS = 4096
+"""How many uids from ``sandbox_uid`` on the kernels of a root application may use, one each."""
 
 
 class SandboxPolicy(BaseModel):
@@ -131,9 +133,14 @@ class SandboxPolicy(BaseModel):
     allowed trees for them, at most ``hidden_scan_entries`` entries in ``hidden_scan_seconds``
     (past either the kernel is not started). ``private_file_scan`` lists system trees in
     which, when the application runs as root, every file other users could not read is hidden too.
-    ``sandbox_uid`` is the unprivileged host uid the kernel runs as when the application runs as
-    root (the workspace and ``allow_write`` paths are given to it); ``None`` keeps the kernel root
-    inside a user namespace without capabilities (per-user kernel quotas then shared with root).
+    ``sandbox_uid`` is the first of ``sandbox_uids`` unprivileged host uids the kernels run as when
+    the application runs as root: each kernel leases one that no other live kernel on the host holds
+    (per-user kernel quotas such as inotify instances are then per kernel, i.e. per conversation),
+    and its workspace and ``allow_write`` paths are given to it. A kernel whose workspace already
+    belongs to one of them (a restart, a kept workspace) takes that one. When all are leased, kernels
+    share one, with a warning. ``sandbox_uids=1`` makes every kernel share ``sandbox_uid``; ``None``
+    keeps the kernel root inside a user namespace without capabilities (per-user kernel quotas then
+    shared with root).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -153,6 +160,7 @@ class SandboxPolicy(BaseModel):
     allow_hosts: tuple[str, ...] = ()
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     sandbox_uid: int | None = Field(default=DEFAULT_SANDBOX_UID, ge=1, le=2**32 - 2)
+    sandbox_uids: PositiveInt = DEFAULT_SANDBOX_UIDS
 
     @field_validator("system_paths", "private_file_scan")
     @classmethod
@@ -174,6 +182,15 @@ class SandboxPolicy(BaseModel):
     def _network_consistent(self) -> SandboxPolicy:
         if self.network and self.allow_hosts:
             raise ValueError("network=True already opens every host; drop allow_hosts or set network=False")
+        return self
+
+    @model_validator(mode="after")
+    def _uid_range_fits(self) -> SandboxPolicy:
+        if self.sandbox_uid is not None and self.sandbox_uid + self.sandbox_uids - 1 > 2**32 - 2:
+            raise ValueError(
+                f"sandbox_uid {self.sandbox_uid} + sandbox_uids {self.sandbox_uids} goes past the "
+                f"largest uid {2**32 - 2}"
+            )
         return self
 
     @classmethod

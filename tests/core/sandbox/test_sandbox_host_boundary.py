@@ -432,12 +432,14 @@ async def test_a_root_applications_kernel_runs_as_the_unprivileged_sandbox_uid(t
             "print(json.dumps([os.getresuid(), os.getresgid(), os.getgroups(), caps]))"
         )
         uids, gids, groups, capabilities = json.loads(inside.text)
-        assert uids == gids == [UID, UID, UID] and groups == []
+        uid = kernel.config.launcher.uid  # leased from the policy's range
+        assert UID <= uid < UID + POLICY.sandbox_uids
+        assert uids == gids == [uid, uid, uid] and groups == []
         assert (
             capabilities == ["0000000000000000"] * 5
         )  # inheritable, permitted, effective, bounding, ambient
-        assert kernel.pid is not None and _python_kernel_uids(kernel.pid) == {UID}
-        assert (workspace / "made-here").stat().st_uid == UID
+        assert kernel.pid is not None and _python_kernel_uids(kernel.pid) == {uid}
+        assert (workspace / "made-here").stat().st_uid == uid
     finally:
         await kernel.shutdown(now=True)
     # control: with sandbox_uid=None the kernel stays root (in its namespace)
