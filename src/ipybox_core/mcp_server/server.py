@@ -29,7 +29,7 @@ from ipybox_core.mcp_server._stdio import run_stdio
 from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
 from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
 from ipybox_core.mcp_server.packages import install_requirements
-from ipybox_core.mcp_server.service import ClientSession, IpyboxService
+from ipybox_core.mcp_server.service import DEFAULT_SESSION, ClientSession, IpyboxService
 from ipybox_core.suspended import MOVED_ON
 
 SERVER_NAME = "ipybox"
@@ -243,13 +243,14 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
 
 
 def session_key(ctx: Context[Any, Any] | None) -> str | None:
-    """The client session a tool call belongs to; ``None`` is the default session.
+    """The client session a tool call belongs to.
 
-    - stdio: ``None`` (one client, one kernel);
+    - stdio: ``None``, the default session (one client, one kernel, in the workspace);
     - Streamable HTTP, protocol up to 2025-11-25: the MCP session (``Mcp-Session-Id``, which the
       SDK has checked: an unknown id never reaches a tool);
     - Streamable HTTP, 2026-07-28 (no MCP sessions): the ``Ipybox-Session`` header when the
-      client sends one, otherwise ``None`` (the clients without it share the default session);
+      client sends one, otherwise :data:`~.service.DEFAULT_SESSION` (the clients without it share
+      the default session, a keyed session like the others: its workspace is beside theirs);
     - over HTTP, the request's ``ipybox.dev/session`` ``_meta`` entry comes first (:mod:`.protocol`).
     """
     headers = ctx.headers if ctx is not None else None
@@ -267,7 +268,7 @@ def session_key(ctx: Context[Any, Any] | None) -> str | None:
     named = headers.get(SESSION_HEADER)
     if named and _SESSION_NAME.fullmatch(named):
         return f"named:{named}"
-    return None
+    return DEFAULT_SESSION
 
 
 def caller_of(ctx: Context[Any, Any]) -> _execute.Caller:

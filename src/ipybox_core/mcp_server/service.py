@@ -1,11 +1,15 @@
 """The code executors behind the MCP server: one per client session, started in the background,
 closed with the session or the server.
 
-Over stdio there is one client and one kernel (the *default* session). Over Streamable HTTP each
-MCP session gets its own kernel, workspace and registered servers (:meth:`IpyboxService.session`
-with the session's key) from a :class:`~ipybox_core.sessions.Sessions`: a warm pool of started
-kernels, the config servers connected once and shared, ``max_sessions`` live at most, and a session
-idle for ``idle_timeout`` seconds loses its kernel (its next ``execute_code`` is told so).
+Over stdio there is one client and one kernel (the *default* session), working in the workspace.
+Over Streamable HTTP each MCP session gets its own kernel, workspace and registered servers
+(:meth:`IpyboxService.session` with the session's key) from a :class:`~ipybox_core.sessions.Sessions`:
+a warm pool of started kernels, the config servers connected once and shared, ``max_sessions`` live
+at most, and a session idle for ``idle_timeout`` seconds loses its kernel (its next ``execute_code``
+is told so). The clients without a session share the default session, which over HTTP is one of
+those sessions (key :data:`DEFAULT_SESSION`): its workspace lies beside the others, never around
+them. The sessions' root, ``<workspace>/.ipybox-sessions/run-*``, is made fresh by each start,
+belongs to the host (mode 0700) and is shown to no kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
+import secrets
 import sys
 import time
 from collections import OrderedDict
@@ -22,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ipybox_core._safe_fs import SafeDir, anchored
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp_server.environment import Environment, load_environment
@@ -36,8 +43,14 @@ if TYPE_CHECKING:
     from ipybox_core.sessions import Session, Sessions
 
 SESSIONS_DIR = ".ipybox-sessions"
-"""Under the workspace: one working directory per client session (Streamable HTTP)."""
+"""Under the workspace (Streamable HTTP): ``run-*``, one host-only directory per start of the server,
+holding one working directory per client session."""
+RUN_PREFIX = "run-"
+DEFAULT_SESSION = "default"
+"""Over Streamable HTTP, the key of the session of the clients that name none (keys of named
+sessions always have a ``mcp:`` or ``named:`` prefix)."""
 _FORGET_WORKSPACES_AFTER = 10_000
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class ExecutorUnavailable(IpyboxError):
@@ -140,6 +153,8 @@ class IpyboxService:
         self._pool: Sessions | None = None  # the keyed sessions' kernels, once started
         self._pool_task: asyncio.Task[Sessions] | None = None
         self._pool_failures: dict[str, str] = {}  # config servers that failed for the keyed sessions
+        self._pooled = False  # Streamable HTTP: the default session is one of the keyed sessions
+        self._sessions_root: Path | None = None  # this run's host-only root of their workspaces
         self._clients: dict[str, ClientSession] = {}  # key → its session (the executor Sessions gave)
         self._workspaces: OrderedDict[str, Path] = OrderedDict()  # key → its working directory
         self._own_apis: dict[str, _OwnApi] = {}
@@ -166,6 +181,7 @@ class IpyboxService:
         if default_session:
             self._start_default()
         else:
+            self._pooled = True
             self._start_pool()
 
     @property
@@ -192,7 +208,8 @@ class IpyboxService:
         """The session ``key`` (``None``: the default one) with a running executor.
 
         A session seen for the first time (or again after its kernel was closed: idle, or evicted
-        to make room) gets a kernel from the warm pool, and its next result a restart notice.
+        to make room) gets a kernel from the warm pool, and its next result a restart notice. Over
+        Streamable HTTP the default session is the keyed session :data:`DEFAULT_SESSION`.
 
         Raises:
             ExecutorUnavailable: the kernel could not be started (the message says why).
@@ -201,6 +218,8 @@ class IpyboxService:
         """
         if self._closing:
             raise ExecutorUnavailable("the ipybox MCP server is shutting down")
+        if key is None and self._pooled:
+            key = DEFAULT_SESSION
         if key is not None:
             return await self._keyed(key)
         session = self._default
@@ -215,8 +234,9 @@ class IpyboxService:
     async def reference_source(self, key: str | None) -> CodeExecutor | Sessions:
         """What lists the API of session ``key``'s servers: its executor when it has a kernel,
         otherwise the servers every keyed session shares (no kernel is started for the question)."""
-        if key is None:
+        if key is None and not self._pooled:
             return await self.executor()
+        key = DEFAULT_SESSION if key is None else key
         client = self._clients.get(key)
         pool = await self._started_pool()
         if client is not None and client.executor is not None and key in pool:
@@ -232,7 +252,7 @@ class IpyboxService:
             await self._pool.close_session(key)
         workspace = self._workspaces.pop(key, None)
         if workspace is not None:
-            await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
+            await asyncio.to_thread(self._remove_workspace, workspace)
 
     async def cancel_parked(
         self,
@@ -268,10 +288,9 @@ class IpyboxService:
         await asyncio.gather(
             self._stop(self._default), *([pool.aclose()] if pool is not None else []), return_exceptions=True
         )
-        workspaces = list(self._workspaces.values())
         self._workspaces.clear()
-        for workspace in workspaces:
-            await asyncio.to_thread(_remove_workspace, self.settings.workspace, workspace)
+        if self._sessions_root is not None:  # every session's workspace and the warm ones
+            await asyncio.to_thread(_remove_tree, self._sessions_root)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -342,9 +361,11 @@ class IpyboxService:
         settings = self.settings
         servers = dict(self.server_configs)
         failures: dict[str, str] = {}
+        if self._sessions_root is None:
+            self._sessions_root = await asyncio.to_thread(self._open_sessions_root)
         while True:
             pool: Sessions = module.Sessions(
-                root=settings.workspace / SESSIONS_DIR,
+                root=self._sessions_root,
                 warm=settings.warm_sessions,
                 max_sessions=settings.max_sessions,
                 idle_timeout=settings.idle_timeout,
@@ -418,9 +439,43 @@ class IpyboxService:
                 del self._clients[stale]
             self._clients[key] = client
             for forgotten in self._remember_workspace(key, session.workspace, live):
-                await asyncio.to_thread(_remove_workspace, self.settings.workspace, forgotten)
+                await asyncio.to_thread(self._remove_workspace, forgotten)
         client.last_used = time.monotonic()
         return client
+
+    def _open_sessions_root(self) -> Path:
+        """A fresh root for this run's session workspaces, ``<workspace>/.ipybox-sessions/run-*``
+        (both mode 0700, made by the host); the roots of dead earlier runs are removed."""
+        from ipybox_core.kernel._stale_dirs import mark_owner, sweep_stale_dirs
+
+        workspace = self.settings.workspace
+        with SafeDir.open(anchored(workspace, workspace), create=True) as top:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(SESSIONS_DIR, 0o700, dir_fd=top.fd)
+            container = top.path / SESSIONS_DIR
+            fd = os.open(SESSIONS_DIR, _DIRECTORY_FLAGS, dir_fd=top.fd)  # a planted link: refused
+            try:
+                info = os.fstat(fd)
+                if info.st_uid != os.geteuid():
+                    raise ConfigError(
+                        f"{container} belongs to uid {info.st_uid}, not to this user: remove it"
+                    )
+                if info.st_mode & 0o077:
+                    os.fchmod(fd, 0o700)  # made by an older ipybox with the umask's mode
+                sweep_stale_dirs(Path(container), RUN_PREFIX)
+                name = f"{RUN_PREFIX}{secrets.token_hex(16)}"
+                os.mkdir(name, 0o700, dir_fd=fd)  # 128 random bits: no collision to retry
+            finally:
+                os.close(fd)
+        root = Path(container) / name
+        mark_owner(root)
+        return root
+
+    def _remove_workspace(self, workspace: Path) -> None:
+        """Remove a session's working directory, never following what the kernel may have planted."""
+        if self._sessions_root is not None and workspace.parent == self._sessions_root:
+            with contextlib.suppress(OSError, IpyboxError), SafeDir.open(self._sessions_root) as root:
+                root.remove_tree(workspace.name)
 
     def _remember_workspace(self, key: str, workspace: Path, live: set[str]) -> list[Path]:
         """Keep the working directory of ``key`` to remove it when the client ends the session or
@@ -484,12 +539,10 @@ def _own_servers(
     executor.register_mcp_server = register  # type: ignore[method-assign,assignment]
 
 
-def _remove_workspace(root: Path, workspace: Path) -> None:
-    """Remove a session's working directory, never following what the kernel may have planted."""
-    from ipybox_core._safe_fs import SafeDir
-
-    with contextlib.suppress(OSError, IpyboxError), SafeDir.open(root / SESSIONS_DIR) as sessions:
-        sessions.remove_tree(workspace.name)
+def _remove_tree(directory: Path) -> None:
+    """Remove ``directory`` and everything in it, never following what a kernel may have planted."""
+    with contextlib.suppress(OSError, IpyboxError), SafeDir.open(directory.parent) as parent:
+        parent.remove_tree(directory.name)
 
 
 def _stderr(message: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import inspect
 import json
 import logging
@@ -18,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ipybox_core._safe_fs import SafeDir
 from ipybox_core.codegen import api_reference, generate_server_package
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.executor._shared import SharedTools
@@ -30,6 +30,9 @@ from ipybox_core.executor.executor import (
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp.types import ToolInfo
+from ipybox_core.sandbox._uids import in_range
+from ipybox_core.sandbox.policy import resolve_sandbox
+from ipybox_core.sessions._workspaces import WARM_PREFIX, WorkspaceRoot
 from ipybox_core.toolserver import ToolCallOutcome
 
 logger = logging.getLogger(__name__)
@@ -73,7 +76,8 @@ class Session:
 
     @property
     def workspace(self) -> Path:
-        """The session's working directory, ``<root>/<slug of key>``; kept when the session closes."""
+        """The session's working directory, ``<root>/<keyed hash of key>``; kept when the session
+        closes."""
         return self.executor.workspace
 
     def take_restart_notice(self) -> str | None:
@@ -112,8 +116,12 @@ class Sessions:
 
     ``executor_options`` are what :class:`CodeExecutor` takes (``mcp_servers``, ``approval``,
     ``sandbox``, ``timeout``, ``kernel_env``, ``kernel_gateway``, ...) except ``workspace`` and
-    ``api_dir``: each session works in ``<root>/<slug of key>`` (``root`` default: a private
-    temporary directory removed by :meth:`aclose`; a given root and its workspaces are kept).
+    ``api_dir``: each session works in ``<root>/<name>`` (``root`` default: a private temporary
+    directory removed by :meth:`aclose`; a given root and its workspaces are kept), where the name
+    is an HMAC of the key under a secret kept in the root: names do not reveal keys. The root must
+    be the application's own (writable by no one else) and is never shown to a kernel: each kernel
+    sees its own workspace only. A root application's sandboxed kernels each run as their own uid
+    (``SandboxPolicy.sandbox_uids``): per-user kernel quotas are per conversation.
 
     The MCP servers are connected once and their Python API generated once, into a directory
     every session reads (read-only in a sandbox). A server whose config uses ``${VAR}``
@@ -153,6 +161,7 @@ class Sessions:
             raise ConfigError(f"idle_timeout must be a positive number of seconds or None: {idle_timeout}")
         self._root_arg = Path(root).absolute() if root is not None else None
         self._root: Path | None = None
+        self._workspaces: WorkspaceRoot | None = None
         self.warm = warm
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
@@ -160,6 +169,12 @@ class Sessions:
         self._options = dict(executor_options)
         self._servers_option = self._options.pop("mcp_servers", None)
         self._mcp_env: Mapping[str, str] | None = self._options.get("mcp_env")
+        policy = resolve_sandbox(self._options.get("sandbox", False))
+        self._sandbox_uids = (
+            (policy.sandbox_uid, policy.sandbox_uids)
+            if policy is not None and policy.sandbox_uid is not None
+            else None
+        )
         timeout = self._options.get("timeout", DEFAULT_TIMEOUT)
         call_timeout = self._options.get("call_timeout")
         if call_timeout is None:
@@ -207,7 +222,10 @@ class Sessions:
                 mark_owner(self._root)
             else:
                 self._root = self._root_arg
-                self._root.mkdir(parents=True, exist_ok=True)
+            self._workspaces = await asyncio.to_thread(
+                WorkspaceRoot.open, self._root, legacy_names=self._root_arg is not None
+            )
+            self._root = self._workspaces.path
             self._api_dir = Path(tempfile.mkdtemp(prefix="ipybox-api-")).resolve()
             mark_owner(self._api_dir)
             # api/ (0755 by the umask, unlike the 0700 temp dir): a sandbox's unprivileged uid reads it
@@ -251,11 +269,8 @@ class Sessions:
         await self._registry.aclose()
         if self._api_dir is not None:
             shutil.rmtree(self._api_dir, ignore_errors=True)
-        if self._root is not None:
-            for executor in ready:
-                shutil.rmtree(executor.workspace, ignore_errors=True)
-            if self._root_arg is None:
-                shutil.rmtree(self._root, ignore_errors=True)
+        if self._workspaces is not None:
+            await asyncio.to_thread(self._remove_root, [executor.workspace for executor in ready])
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -348,15 +363,21 @@ class Sessions:
             self._refill()
             if executor is None:
                 executor = await self._new_executor()
-            assert self._root is not None
-            target = self._root / _slug(key)
-            await asyncio.to_thread(_adopt_workspace, executor, target)
+            assert self._workspaces is not None
+            await asyncio.to_thread(
+                self._workspaces.move_into_place,
+                key,
+                executor.workspace,
+                executor._move_workspace,
+                taken_from=self._is_sandbox_uid,
+            )
             if self._per_session:
                 await self._connect_own(key, executor)
         except BaseException:
             self._pending -= 1
             if executor is not None:
                 await asyncio.shield(executor.close())
+                await asyncio.shield(asyncio.to_thread(self._remove_warm, executor.workspace))
             raise
         self._pending -= 1
         if self._state != "running":  # closed meanwhile
@@ -469,13 +490,13 @@ class Sessions:
             self._ready.append(executor)
         else:
             await executor.close()
-            shutil.rmtree(executor.workspace, ignore_errors=True)
+            await asyncio.to_thread(self._remove_warm, executor.workspace)
 
     async def _new_executor(self) -> CodeExecutor:
         """A started executor with the shared tools, in a fresh directory ``<root>/.warm-*``."""
-        assert self._root is not None
+        assert self._workspaces is not None
         assert self._api_root is not None
-        workspace = Path(tempfile.mkdtemp(prefix=".warm-", dir=self._root))
+        workspace = self._workspaces.new_warm()
         executor = CodeExecutor(workspace=workspace, **self._options)
         own = McpRegistry(connect_timeout=self._connect_timeout, call_timeout=self._call_timeout)
         executor._share_tools(
@@ -490,9 +511,34 @@ class Sessions:
         try:
             await executor.start()
         except BaseException:
-            shutil.rmtree(workspace, ignore_errors=True)
+            await asyncio.shield(asyncio.to_thread(self._remove_warm, workspace))
             raise
         return executor
+
+    def _remove_warm(self, workspace: Path) -> None:
+        """Remove a warm executor's directory (never a session's workspace: those are kept)."""
+        if (
+            self._workspaces is not None
+            and workspace.parent == self._workspaces.path
+            and workspace.name.startswith(WARM_PREFIX)
+        ):
+            self._workspaces.remove(workspace.name)
+
+    def _remove_root(self, warm: list[Path]) -> None:
+        """The warm executors' directories, and the root itself when it is the private default."""
+        assert self._workspaces is not None
+        assert self._root is not None
+        for workspace in warm:
+            self._remove_warm(workspace)
+        self._workspaces.close()
+        if self._root_arg is None:
+            with contextlib.suppress(OSError), SafeDir.open(self._root.parent) as parent:
+                parent.remove_tree(self._root.name)
+
+    def _is_sandbox_uid(self, uid: int) -> bool:
+        """Whether ``uid`` is one the template's sandboxed kernels run as (their files may be given
+        to the next kernel of the same conversation)."""
+        return self._sandbox_uids is not None and in_range(uid, *self._sandbox_uids)
 
     # per-session MCP connections
 
@@ -558,23 +604,6 @@ def _raw_config_file(
         }
     except (OSError, ValueError, AttributeError):
         return dict(load_mcp_config(path, environ=environ))  # raises the ConfigError that explains it
-
-
-def _slug(key: str) -> str:
-    """A directory name for ``key``: its safe characters, and a hash so that keys never collide."""
-    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", key)[:48].strip("_") or "session"
-    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-
-
-def _adopt_workspace(executor: CodeExecutor, target: Path) -> None:
-    """Rename the warm executor's directory to ``target``, with the files of an earlier kernel of
-    the same key moved in first (renames only: no copying)."""
-    source = executor.workspace
-    if target.is_dir() and not target.is_symlink():
-        for entry in os.listdir(target):
-            os.rename(target / entry, source / entry)
-        target.rmdir()
-    executor._move_workspace(target)
 
 
 __all__ = ["Session", "SessionLimitError", "Sessions"]

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
@@ -50,9 +50,13 @@ print("displayed")
 """
 
 
-def ipybox_mcp_command(workspace: Path, *args: str) -> list[str]:
+IPYBOX = (sys.executable, "-m", "ipybox_core.cli")
+"""The ``ipybox`` command of this interpreter (the venv's)."""
+
+
+def ipybox_mcp_command(workspace: Path, *args: str, program: Sequence[str] = IPYBOX) -> list[str]:
     """``ipybox mcp --workspace WORKSPACE ARGS`` with this interpreter (the venv's ``ipybox``)."""
-    return [sys.executable, "-m", "ipybox_core.cli", "mcp", "--workspace", str(workspace), *args]
+    return [*program, "mcp", "--workspace", str(workspace), *args]
 
 
 @dataclass
@@ -237,13 +241,20 @@ def http_client(
 
 
 def start_http_ipybox(
-    workspace: Path, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
+    workspace: Path,
+    *args: str,
+    timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = IPYBOX,
 ) -> HttpIpybox:
-    """Start ``ipybox mcp`` over Streamable HTTP on a free port; its stderr goes to a log file."""
+    """Start ``ipybox mcp`` (``program``: another command line taking ipybox's arguments) over
+    Streamable HTTP on a free port; its stderr goes to a log file."""
     log = workspace.parent / f"{workspace.name}.stderr.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
-            ipybox_mcp_command(workspace, "--transport", "streamable-http", "--port", "0", *args),
+            ipybox_mcp_command(
+                workspace, "--transport", "streamable-http", "--port", "0", *args, program=program
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -298,9 +309,26 @@ def uninstall_probe() -> None:
     )
 
 
+def sessions_roots(workspace: Path) -> list[Path]:
+    """The roots of the client sessions' working directories (``.ipybox-sessions/run-*``: one per
+    start of the server; removed when it stops)."""
+    from ipybox_core.mcp_server.service import RUN_PREFIX, SESSIONS_DIR
+
+    container = workspace / SESSIONS_DIR
+    return sorted(container.glob(f"{RUN_PREFIX}*")) if container.is_dir() else []
+
+
 def session_dirs(workspace: Path) -> set[str]:
     """The client sessions' working directories (not the warm pool's ``.warm-*`` ones)."""
-    from ipybox_core.mcp_server.service import SESSIONS_DIR
+    return {
+        e.name
+        for root in sessions_roots(workspace)
+        for e in root.iterdir()
+        if e.is_dir() and not e.name.startswith(".")
+    }
 
-    root = workspace / SESSIONS_DIR
-    return {e.name for e in root.iterdir() if not e.name.startswith(".warm-")} if root.is_dir() else set()
+
+def session_path(workspace: Path, name: str) -> Path:
+    """The working directory ``name`` (from :func:`session_dirs`)."""
+    (path,) = [root / name for root in sessions_roots(workspace) if (root / name).is_dir()]
+    return path

@@ -23,6 +23,7 @@ from mcp_server_kit import (
     Elicitations,
     HttpIpybox,
     session_dirs,
+    session_path,
     start_http_ipybox,
     text_of,
     wait_gone,
@@ -31,7 +32,6 @@ from mcp_server_kit import (
 from ipybox_core.cli import main
 from ipybox_core.errors import ConfigError
 from ipybox_core.mcp_server.auth import TOKEN_ENV, is_loopback, resolve_token
-from ipybox_core.mcp_server.service import SESSIONS_DIR
 
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -283,7 +283,7 @@ async def test_ending_the_session_stops_its_kernel_and_removes_its_directory(htt
         await client.call_tool("execute_code", {"code": "open('f.txt', 'w').write('x')"})
         kernel = await kernel_pid(client)
         (mine,) = session_dirs(http_ipybox.workspace) - dirs_before
-        assert (http_ipybox.workspace / SESSIONS_DIR / mine / "f.txt").is_file()
+        assert (session_path(http_ipybox.workspace, mine) / "f.txt").is_file()
     assert await wait_gone({kernel}) == set()  # the client's DELETE ended the session
     for _ in range(300):
         if mine not in session_dirs(http_ipybox.workspace):
@@ -295,6 +295,7 @@ async def test_ending_the_session_stops_its_kernel_and_removes_its_directory(htt
 @in_module_loop
 async def test_a_client_cannot_resume_another_sessions_parked_execution(http_ipybox: HttpIpybox) -> None:
     alice, mallory = Modern(http_ipybox, "alice"), Modern(http_ipybox, "mallory")
+    alices = text(await alice.acall("execute_code", {"code": "import os\nos.getcwd()"})).strip("'")
     registered = await alice.acall("register_mcp_server", {"name": "test", "config": TEST_SERVER})
     assert not registered.get("isError"), registered
     code = CALL_ADD + "\nopen('continued.txt', 'w').write('yes')"
@@ -307,7 +308,7 @@ async def test_a_client_cannot_resume_another_sessions_parked_execution(http_ipy
     resumed = await alice.answer(code, asked)  # its own session still can
     assert "sum 42" in text(resumed), resumed
     (written,) = http_ipybox.workspace.rglob("continued.txt")
-    assert written.parent.name.startswith("named_alice-")
+    assert str(written.parent) == alices and "alice" not in alices  # a name that reveals no key
 
 
 @in_module_loop

@@ -16,7 +16,6 @@ import pytest
 from core.executor.executor_kit import STDIO_SERVER, run
 from core.sessions.sessions_kit import eventually, kernel_pids, server_pids
 from ipybox_core import ApprovalRequest, ConfigError, ExecutionResult, SessionLimitError, Sessions
-from ipybox_core.sessions._sessions import _slug
 
 
 async def _until_request(execution: Any) -> ApprovalRequest:
@@ -65,7 +64,7 @@ async def test_two_sessions_are_isolated_and_share_one_mcp_server(tmp_path: Path
         assert sessions.live == 2
         assert sorted(sessions.keys()) == ["alice", "bob"]
     assert server_pids() - before == set()
-    assert (tmp_path / "root" / _slug("alice") / "mine.txt").exists()  # a given root is kept
+    assert (alice.workspace / "mine.txt").exists()  # a given root is kept
 
 
 async def test_warm_acquire_hands_out_a_started_executor_and_refills(tmp_path: Path) -> None:
@@ -76,7 +75,8 @@ async def test_warm_acquire_hands_out_a_started_executor_and_refills(tmp_path: P
         kernels_before = kernel_pids()
         session = await sessions.session("conversation 1")
         # The session is the warm executor: its directory renamed, its kernel already running.
-        assert session.workspace.name == _slug("conversation 1")
+        assert session.workspace.parent == root.absolute()
+        assert "conversation" not in session.workspace.name  # the name does not reveal the key
         assert session.workspace.stat().st_ino == warm_inode
         assert not warm_dir.exists()
         pid = await session.executor.execute("import os\nprint(os.getpid())")
