@@ -22,7 +22,9 @@ user through MCP elicitation (the client shows the server, tool and arguments); 
 approve them automatically. The kernel starts in the background while the client connects.
 
 Over Streamable HTTP each MCP session gets its own kernel, working directory and registered
-servers, and every request must carry a bearer token: "Authorization: Bearer <token>". The token
+servers (clients that name no session share a default one, with its own directory too; each
+directory lies in WORKSPACE/.ipybox-sessions/, which no kernel sees), and every request must
+carry a bearer token: "Authorization: Bearer <token>". The token
 is IPYBOX_MCP_TOKEN when that environment variable is set, otherwise a new one generated at each
 start and printed on stderr. --no-auth turns authentication off, on a loopback host only."""
 
@@ -53,7 +55,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_timeout: float) -> None:
     """The options ``ipybox mcp`` and ``ipybox serve`` share."""
     add_executor_options(
-        parser, workspace_help="the kernel's working directory; the generated API goes to DIR/mcptools"
+        parser,
+        workspace_help="stdio: the kernel's working directory (the generated API goes to DIR/mcptools); "
+        "Streamable HTTP: the service's directory, each session working in its own directory under "
+        "DIR/.ipybox-sessions/",
     )
     parser.add_argument(
         "--api-dir",

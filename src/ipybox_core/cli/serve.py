@@ -17,7 +17,9 @@ the code was restarted, and the code continues in the same kernel.
 
 It is the ipybox MCP server over Streamable HTTP (protocol 2026-07-28, approvals as input-required
 rounds), so any MCP client can use it too. Every request must carry the bearer token
-(IPYBOX_MCP_TOKEN, or one generated and printed at start); --no-auth only on loopback. See
+(IPYBOX_MCP_TOKEN, or one generated and printed at start); --no-auth only on loopback. Each
+conversation works in its own directory under WORKSPACE/.ipybox-sessions/ (no kernel sees
+WORKSPACE itself); as root with --sandbox each conversation's kernel runs as its own uid. See
 docs/deploying.md."""
 
 EPILOG = """\
