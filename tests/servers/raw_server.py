@@ -1,12 +1,14 @@
 """A hand-written stdio MCP server (no SDK, starts in ~50 ms) that is deliberately off-spec.
 
-    python raw_server.py [--page-size N] [--mute] [--clean] [--drop-unknown]
+    python raw_server.py [--page-size N] [--mute] [--clean] [--drop-unknown] [--strict-output]
 
 Its ``tools/list`` is paginated (``--page-size``, default 3) and mixes good tools with malformed
 ones; some ``tools/call`` results are off-spec too. ``--mute`` reads requests and never answers
 (for connect timeouts); ``--drop-unknown`` never answers methods it does not know, such as the
 2026-07-28 ``server/discover`` probe (like some older servers); ``--clean`` lists only the well-formed tools (``echo``, ``video``,
-``structured_only``, ``pid``, ``die``). Tools:
+``structured_only``, ``pid``, ``die``); ``--strict-output`` gives ``structured_only`` an output schema
+that its result breaks (``answer`` must be a string) and adds ``structured``, whose result fits its
+schema. Tools:
 
 - ``echo``: well-formed; returns ``arguments["text"]`` as text
 - ``no_type``: inputSchema without ``"type": "object"`` (repairable)
@@ -43,6 +45,15 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 CLEAN_TOOLS = {"echo", "video", "structured_only", "pid", "die"}
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+STRICT_TOOLS: list[dict[str, Any]] = [
+    {"name": "structured", "inputSchema": OBJECT, "outputSchema": ANSWER_SCHEMA},
+    {
+        "name": "structured_only",
+        "inputSchema": OBJECT,
+        "outputSchema": {**ANSWER_SCHEMA, "properties": {"answer": {"type": "string"}}},
+    },
+]
 
 
 def text(value: str) -> dict[str, Any]:
@@ -56,6 +67,8 @@ def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "video", "url": "https://example.invalid/v.mp4"}]}
     if name == "structured_only":
         return {"structuredContent": {"answer": 42}}
+    if name == "structured":
+        return {**text('{"answer": 42}'), "structuredContent": {"answer": 42}}
     if name == "pid":
         return text(str(os.getpid()))
     if name == "die":
@@ -96,6 +109,9 @@ def main() -> None:
     drop_unknown = "--drop-unknown" in args
     if "--clean" in args:
         TOOLS[:] = [tool for tool in TOOLS if tool["name"] in CLEAN_TOOLS]
+    if "--strict-output" in args:
+        strict = {tool["name"]: tool for tool in STRICT_TOOLS}
+        TOOLS[:] = [strict.pop(tool["name"], tool) for tool in TOOLS] + list(strict.values())
     for line in sys.stdin:
         message = json.loads(line)
         if "id" not in message or "method" not in message or mute:

@@ -37,6 +37,7 @@ from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout,
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
+from ipybox_core.mcp._schema_import import import_jsonschema
 from ipybox_core.mcp._transports import open_transport
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
 from ipybox_core.mcp.results import ToolCallResult, to_tool_call_result
@@ -403,6 +404,8 @@ class McpConnection:
         session = await self._live_session()
         info = self.tool(tool)
         limit = self.call_timeout if timeout is None else timeout
+        if info.output_schema is not None:  # the client validates the result with jsonschema
+            import_jsonschema()
         client = session.client
         assert client is not None
         scope = anyio.CancelScope()
