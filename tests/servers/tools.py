@@ -114,9 +114,9 @@ COLOURS: dict[str, tuple[int, int, int]] = {"red": (255, 0, 0), "green": (0, 255
 
 
 def build_server(name: str = "ipybox-test") -> MCPServer:
-    """The test server; each process has its own counter and sleep statistics."""
+    """The test server; each process has its own counters and sleep statistics."""
     mcp = MCPServer(name, version="1.0.0", instructions="ipybox test server", log_level="WARNING")
-    counter = 0
+    counters: dict[str, int] = {}
     sleeps = SleepStats(started=0, finished=0, cancelled=0)
 
     @mcp.tool(
@@ -224,11 +224,10 @@ def build_server(name: str = "ipybox-test") -> MCPServer:
         }
 
     @mcp.tool()
-    def count() -> int:
-        """Increment and return this server process's counter."""
-        nonlocal counter
-        counter += 1
-        return counter
+    def count(tag: str = "") -> int:
+        """Increment and return this server process's counter for ``tag`` (a counter per tag)."""
+        counters[tag] = counters.get(tag, 0) + 1
+        return counters[tag]
 
     @mcp.tool(annotations=ToolAnnotations(destructive_hint=True))
     def die(code: int = 3, message: str = "dying on request") -> str:

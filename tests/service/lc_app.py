@@ -24,13 +24,15 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from lc_kit import APPROVE, action, config, make_agent, reject, text_of, tool_call, tool_messages, user
+from service_kit import conversation_key
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 
-STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
-ADD_FIRST = "from mcptools.test import add, count\nadd(a=1, b=2)\nprint('count', count(), state)"
-THREAD = "lc-thread-1"
+THREAD = conversation_key("lc-thread-1")
+COUNT = f"count(tag={THREAD!r})"
+STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
+ADD_FIRST = f"from mcptools.test import add, count\nadd(a=1, b=2)\nprint('count', {COUNT}, state)"
 
 
 def scripted(steps: list[str]) -> Callable[[list[BaseMessage]], AIMessage]:

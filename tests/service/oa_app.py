@@ -24,14 +24,16 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from agents import Runner, RunState, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message
 from oa_kit import call_summary, make_agent, output_text, scripted, tool_outputs
+from service_kit import conversation_key
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.openai_agents import CodeActionTool
 
 set_tracing_disabled(True)
 
-STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
-CONVERSATION = "oa-conversation-1"
+CONVERSATION = conversation_key("oa-conversation-1")
+COUNT = f"count(tag={CONVERSATION!r})"
+STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
 
 
 def conversation(context: Any) -> str:

@@ -21,12 +21,14 @@ from pai_kit import ScriptedModel
 from pydantic import TypeAdapter
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import ModelMessagesTypeAdapter
+from service_kit import conversation_key
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.pydantic_ai import CodeAction, Decision, approval_results
 
-STEPS = ["state = 'kept'", "from mcptools.test import count\nprint('count', count(), state)"]
-CONVERSATION = "pai-conversation-1"
+CONVERSATION = conversation_key("pai-conversation-1")
+COUNT = f"count(tag={CONVERSATION!r})"
+STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
 REQUESTS = TypeAdapter(DeferredToolRequests)
 
 

@@ -17,6 +17,18 @@ from servers import PYTHON, SERVE_SCRIPT
 TEST_SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
 TOKEN = "service-test-token-0123456789abcdef"
 APPS = Path(__file__).parent
+CONVERSATION_ENV = "SERVICE_TEST_CONVERSATION"
+"""The conversation key of the test that starts an application process (see ``conftest.py``)."""
+
+
+def conversation_key(default: str) -> str:
+    """In an application process: the conversation of the test that started it (``default`` outside one)."""
+    return os.environ.get(CONVERSATION_ENV, default)
+
+
+def count_code(conversation: str) -> str:
+    """Code calling the test server's ``count`` for ``conversation`` (its own counter)."""
+    return f"from mcptools.test import count\nprint('count', count(tag={conversation!r}))"
 
 
 @dataclass
@@ -126,7 +138,7 @@ async def count_now(service: Service, conversation: str, abandoned_call: str) ->
     async with RemoteSessions(service.url, token=service.token, client_name="checker") as sessions:
         executor = (await sessions.session(conversation)).executor
         assert await executor.reattach(abandoned_call) is None
-        execution = executor.stream("from mcptools.test import count\nprint('count', count())")
+        execution = executor.stream(count_code(conversation))
         request = await execution.next_stop()
         assert isinstance(request, ApprovalRequest), request
         await request.accept()

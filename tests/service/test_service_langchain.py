@@ -2,7 +2,8 @@
 
 Each application process builds the same agent (``CodeActionMiddleware(RemoteSessions(url))``) on
 the same SQLite checkpoint file; the kernel and the parked MCP call live in the service. The test
-server's ``count()`` returns 1 on its first call per server process, so "count 1" means it ran once.
+server's ``count(tag=<conversation>)`` returns 1 on its first call for the test's conversation, so "count 1"
+means it ran once. The tests share one service (``conftest.py``); the restart test starts its own.
 """
 
 from __future__ import annotations
@@ -35,44 +36,36 @@ def start(service: Service, db: Path, *extra: str, action: str = "test.count") -
     assert f'INTERRUPTED "{action}"' in started.stdout, started.stdout
 
 
-def test_process_b_approves_what_process_a_left_and_the_call_runs_once(tmp_path: Path) -> None:
-    service = start_service(tmp_path / "ws")
-    try:
-        db = tmp_path / "checkpoints.sqlite"
-        start(service, db)
-        report = resume(service, db, "approve")
-        assert report["interrupts"] == []
-        assert report["tools"][-1] == "count 1 kept"  # A's kernel and variable; count() ran once
-    finally:
-        assert service.stop() == 0
+def test_process_b_approves_what_process_a_left_and_the_call_runs_once(
+    tmp_path: Path, service: Service
+) -> None:
+    db = tmp_path / "checkpoints.sqlite"
+    start(service, db)
+    report = resume(service, db, "approve")
+    assert report["interrupts"] == []
+    assert report["tools"][-1] == "count 1 kept"  # A's kernel and variable; count() ran once
 
 
-def test_a_resume_without_an_answer_in_another_process_asks_again(tmp_path: Path) -> None:
-    service = start_service(tmp_path / "ws")
-    try:
-        db = tmp_path / "checkpoints.sqlite"
-        start(service, db)
-        asked = resume(service, db, "none")  # ainvoke(None): no decision, so the call must not run
-        assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1
-        report = resume(service, db, "approve")
-        assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
-    finally:
-        assert service.stop() == 0
+def test_a_resume_without_an_answer_in_another_process_asks_again(tmp_path: Path, service: Service) -> None:
+    db = tmp_path / "checkpoints.sqlite"
+    start(service, db)
+    asked = resume(service, db, "none")  # ainvoke(None): no decision, so the call must not run
+    assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1
+    report = resume(service, db, "approve")
+    assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
 
 
-def test_process_a_killed_while_its_interrupt_waits_is_rejected_by_process_b(tmp_path: Path) -> None:
-    service = start_service(tmp_path / "ws")
-    try:
-        db = tmp_path / "checkpoints.sqlite"
-        assert killed_while_waiting("lc_app.py", service, db, "INTERRUPTED") == 'INTERRUPTED "test.count"'
-        report = resume(service, db, "reject")
-        assert report["interrupts"] == []
-        last = report["tools"][-1]
-        assert "PermissionError" in last and "not now" in last and "count 1" not in last
-        approved = resume(service, db, "approve")  # a late second answer runs nothing
-        assert not any("count 1" in text for text in approved["tools"]), approved
-    finally:
-        assert service.stop() == 0
+def test_process_a_killed_while_its_interrupt_waits_is_rejected_by_process_b(
+    tmp_path: Path, service: Service
+) -> None:
+    db = tmp_path / "checkpoints.sqlite"
+    assert killed_while_waiting("lc_app.py", service, db, "INTERRUPTED") == 'INTERRUPTED "test.count"'
+    report = resume(service, db, "reject")
+    assert report["interrupts"] == []
+    last = report["tools"][-1]
+    assert "PermissionError" in last and "not now" in last and "count 1" not in last
+    approved = resume(service, db, "approve")  # a late second answer runs nothing
+    assert not any("count 1" in text for text in approved["tools"]), approved
 
 
 def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_path: Path) -> None:
@@ -93,10 +86,10 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
         assert restarted.stop() == 0
 
 
-async def approve_elsewhere(service: Service, call_id: str) -> str:
+async def approve_elsewhere(service: Service, conversation: str, call_id: str) -> str:
     """Answer the call's pending approval from a third client; the name of the next one it waits for."""
     async with RemoteSessions(service.url, token=TOKEN, client_name="elsewhere") as sessions:
-        executor = (await sessions.session("lc-thread-1")).executor
+        executor = (await sessions.session(conversation)).executor
         execution = await executor.reattach(call_id)
         assert execution is not None
         request = await execution.next_stop()
@@ -107,30 +100,26 @@ async def approve_elsewhere(service: Service, call_id: str) -> str:
         return following.name
 
 
-def test_an_answer_to_an_interrupt_that_shows_another_call_is_not_applied(tmp_path: Path) -> None:
+def test_an_answer_to_an_interrupt_that_shows_another_call_is_not_applied(
+    tmp_path: Path, service: Service, conversation: str
+) -> None:
     # The checkpoint's interrupt shows add(); meanwhile add() was answered elsewhere and count() waits.
     # A resume answers what the checkpoint shows: it must not approve count(), which nobody saw.
-    service = start_service(tmp_path / "ws")
-    try:
-        db = tmp_path / "checkpoints.sqlite"
-        start(service, db, "add", action="test.add")
-        assert asyncio.run(approve_elsewhere(service, "call_1")) == "test.count"
-        asked = resume(service, db, "approve")
-        assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1  # asked, not run
-        report = resume(service, db, "approve")
-        assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
-    finally:
-        assert service.stop() == 0
+    db = tmp_path / "checkpoints.sqlite"
+    start(service, db, "add", action="test.add")
+    assert asyncio.run(approve_elsewhere(service, conversation, "call_1")) == "test.count"
+    asked = resume(service, db, "approve")
+    assert asked["interrupts"] == ["test.count"] and len(asked["tools"]) == 1  # asked, not run
+    report = resume(service, db, "approve")
+    assert report["interrupts"] == [] and report["tools"][-1] == "count 1 kept"
 
 
-def test_new_input_in_another_process_cancels_what_waits_and_frees_the_kernel(tmp_path: Path) -> None:
-    service = start_service(tmp_path / "ws")
-    try:
-        db = tmp_path / "checkpoints.sqlite"
-        start(service, db)
-        report = resume(service, db, "moveon")  # B: new input on the thread, no answer
-        assert report["interrupts"] == [] and report["tools"][-1] == "free kept", report
-        assert "abandoned" in report["tools"][-2] and "did not run" in report["tools"][-2]  # told
-        assert asyncio.run(count_now(service, "lc-thread-1", "call_1")) == "count 1"  # never ran
-    finally:
-        assert service.stop() == 0
+def test_new_input_in_another_process_cancels_what_waits_and_frees_the_kernel(
+    tmp_path: Path, service: Service, conversation: str
+) -> None:
+    db = tmp_path / "checkpoints.sqlite"
+    start(service, db)
+    report = resume(service, db, "moveon")  # B: new input on the thread, no answer
+    assert report["interrupts"] == [] and report["tools"][-1] == "free kept", report
+    assert "abandoned" in report["tools"][-2] and "did not run" in report["tools"][-2]  # told
+    assert asyncio.run(count_now(service, conversation, "call_1")) == "count 1"  # never ran
