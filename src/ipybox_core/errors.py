@@ -121,9 +121,11 @@ class McpTimeout(McpServerError, TimeoutError):
 
 
 class McpProtocolError(McpServerError):
-    """An MCP server answered with a JSON-RPC error, or with a result that breaks the protocol.
+    """An MCP server answered with a result that breaks the protocol (a JSON-RPC error from a live
+    server is a :class:`ToolError` instead).
 
-    ``code`` is the JSON-RPC error code (``None`` for a malformed result), ``data`` its payload.
+    ``code`` is a JSON-RPC error code when there is one (``None`` for a malformed result), ``data``
+    its payload.
     """
 
     def __init__(self, message: str, *, server: str, code: int | None = None, data: object = None) -> None:

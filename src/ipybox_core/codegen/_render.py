@@ -283,8 +283,8 @@ _CONSTRAINT_TEXT = {
 def _result_doc(shape: ToolShape) -> list[str]:
     if shape.result is None:
         return [
-            "str: the tool's text output (a ToolResult, which is a str with .content and .images,",
-            "when the result also carries images or other content).",
+            "str: the tool's text output, a ToolResult: a str whose .structured holds the",
+            "structured data the server sent (None if none), with .content and .images.",
         ]
     lines = [f"{render(shape.result, compact=True)}"]
     if isinstance(shape.result, ModelRef):

@@ -10,8 +10,9 @@ from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
 _INTRO = (
     "# MCP tools as Python functions: keyword arguments only (a dict works where a model class is\n"
-    "# expected); help(<function>) shows full docs. A failing tool raises ToolError\n"
-    "# (from ipybox_core.errors import ToolError), a rejected call PermissionError.\n"
+    "# expected); help(<function>) shows full docs. A str result's .structured holds any data\n"
+    "# the server also sent. A failing tool raises ToolError (from ipybox_core.errors import\n"
+    "# ToolError), a rejected call PermissionError.\n"
 )
 _REDUCED = "# Shortened to fit: help(<function>) shows a function in full, help(<Model>) a model's fields.\n"
 

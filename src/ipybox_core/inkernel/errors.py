@@ -13,16 +13,24 @@ class IpyboxError(Exception):
 
 
 class ToolError(IpyboxError):
-    """An MCP tool returned an error result (``isError``); the message is the server's."""
+    """An MCP tool failed while its server stayed connected; the message is the server's.
 
-    def __init__(self, message: str, *, server: str = "", tool: str = "") -> None:
+    Either the tool returned an error result (``isError``; ``code`` is ``None``) or the server
+    answered the call with a JSON-RPC error (``code`` and ``data`` are the error's).
+    """
+
+    def __init__(
+        self, message: str, *, server: str = "", tool: str = "", code: int | None = None, data: object = None
+    ) -> None:
         super().__init__(message)
         self.server = server
         self.tool = tool
+        self.code = code
+        self.data = data
 
 
 class McpServerError(IpyboxError, ConnectionError):
-    """An MCP server could not be reached, or failed at the protocol level.
+    """An MCP server could not be reached, lost the connection, or broke the protocol.
 
     The application reconnects on the next call, so calling again may succeed.
     """

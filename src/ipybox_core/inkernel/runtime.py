@@ -62,7 +62,7 @@ class ToolResponse:
     """What the tool server returned for one successful call."""
 
     structured: Any = None
-    """The tool's structured content (set when the tool has an output schema)."""
+    """The tool's structured content (``structuredContent``), whether or not it has an output schema."""
     content: list[dict[str, Any]] = field(default_factory=list)
     """The MCP content blocks in wire form (``{"type": "text", "text": ...}``, images, ...)."""
 
@@ -77,18 +77,24 @@ class ToolResponse:
 
 
 class ToolResult(str):
-    """The text of a tool result that also carried non-text content (images, audio, resources).
+    """What a tool without an output schema returns: its text, with everything else it sent.
 
-    It *is* the text (a ``str``), so code that treats the result as text keeps working; the blocks
-    are in :attr:`content` and images in :attr:`images`. Displaying it in the kernel (last
-    expression of a cell, or ``display(result)``) shows the images.
+    It *is* the text (a ``str``), so code that treats the result as text keeps working. The
+    server's structured data (``structuredContent``, e.g. an id the next call needs) is in
+    :attr:`structured` (``None`` when it sent none), every content block in :attr:`content` and
+    the images in :attr:`images`. Displaying it in the kernel (last expression of a cell, or
+    ``display(result)``) shows the images.
     """
 
     content: list[dict[str, Any]]
+    structured: Any
 
-    def __new__(cls, text: str, content: list[dict[str, Any]]) -> ToolResult:
+    def __new__(
+        cls, text: str, content: list[dict[str, Any]] | None = None, structured: Any = None
+    ) -> ToolResult:
         self = super().__new__(cls, text)
-        self.content = content
+        self.content = [] if content is None else content
+        self.structured = structured
         return self
 
     @property
@@ -104,11 +110,9 @@ class ToolResult(str):
         return bundle
 
 
-def result_text(response: ToolResponse) -> str:
-    """The value a tool without an output schema returns: its text, or a :class:`ToolResult`."""
-    if response.has_non_text:
-        return ToolResult(response.text, response.content)
-    return response.text
+def result_text(response: ToolResponse) -> ToolResult:
+    """The value a tool without an output schema returns: a :class:`ToolResult` (a ``str``)."""
+    return ToolResult(response.text, response.content, response.structured)
 
 
 def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResponse:
@@ -328,7 +332,8 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
         if kind == "mark_needed" and not wanted:
             _marks_wanted = True
             continue
-        _raise(kind, str(error.get("message", "")), server, tool)
+        code = error.get("code")
+        _raise(kind, str(error.get("message", "")), server, tool, code if isinstance(code, int) else None)
 
 
 def _exchange(path: str, body: bytes) -> tuple[int, bytes]:
@@ -393,11 +398,11 @@ def _publish_mark() -> str | None:
     return mark
 
 
-def _raise(kind: str, message: str, server: str, tool: str) -> NoReturn:
+def _raise(kind: str, message: str, server: str, tool: str, code: int | None = None) -> NoReturn:
     if kind in ("rejected", "approval_timeout"):
         raise PermissionError(message)
     if kind == "tool_error":
-        raise ToolError(message, server=server, tool=tool)
+        raise ToolError(message, server=server, tool=tool, code=code)
     if kind == "timeout":
         raise ToolTimeoutError(message)
     if kind == "server_error":

@@ -12,6 +12,9 @@ which method each outgoing request called, and repairs the matching results:
 - ``tools/call``: content blocks of unknown types become text blocks holding their JSON, and
   ``structuredContent`` without ``content`` gets a JSON text block.
 
+A response larger than ``max_message_bytes`` (as JSON) becomes a JSON-RPC error saying so, on
+every transport alike (an SSE event over the limit never arrives: the SDK's reader refuses it).
+
 It also reports the end of the read stream (the server closed the connection) through ``on_closed``.
 """
 
@@ -27,10 +30,12 @@ from typing import Any, Self
 import anyio
 from mcp.client._transport import ReadStream, Transport, TransportStreams, WriteStream
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 from mcp_types.methods import parse_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
+
+from ipybox_core.mcp.results import over_limit_message
 
 logger = logging.getLogger(__name__)
 
@@ -279,8 +284,10 @@ class LenientTransport:
         server: str,
         on_closed: Callable[[], None] | None = None,
         strict_stdout: bool = False,
+        max_message_bytes: int | None = None,
     ) -> None:
         self._inner = inner
+        self._max_message_bytes = max_message_bytes
         self._server = server
         self._on_closed = on_closed
         self._strict_stdout = strict_stdout
@@ -318,6 +325,10 @@ class LenientTransport:
         if not isinstance(message, JSONRPCResponse) or not isinstance(message.result, dict):
             return item
         method = self.methods.pop(str(message.id), None)
+        if method == "tools/call" and self._over_limit(message.result):
+            assert self._max_message_bytes is not None
+            error = ErrorData(code=INTERNAL_ERROR, message=over_limit_message(self._max_message_bytes))
+            return SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
         version = self.protocol_version or LATEST_HANDSHAKE_VERSION
         if version not in KNOWN_PROTOCOL_VERSIONS:
             version = LATEST_HANDSHAKE_VERSION
@@ -331,6 +342,13 @@ class LenientTransport:
         except Exception:  # a repair must never break the connection; the session validates anyway
             logger.exception("repairing a %s result from MCP server %r failed", method, self._server)
         return item
+
+    def _over_limit(self, result: dict[str, Any]) -> bool:
+        limit = self._max_message_bytes
+        if limit is None:
+            return False
+        size = len(json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        return size > limit
 
 
 def _offending_line(error: ValueError) -> str:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TextIO
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, TextIO
 
 import httpx2
+import mcp.client.sse as sdk_sse
 from mcp import StdioServerParameters, stdio_client
 from mcp.client._transport import Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import sse_within_origin as _sdk_sse_within_origin
 
 from ipybox_core._host_process import host_cwd, host_search_path
 from ipybox_core.mcp.config import HttpServerConfig, McpServerConfig, SseServerConfig, StdioServerConfig
@@ -28,6 +31,27 @@ class _DropStdoutParseErrors(logging.Filter):
 
 
 logging.getLogger("mcp.client.stdio").addFilter(_DropStdoutParseErrors())
+
+SSE_FRAMING_SLACK = 64 * 1024
+"""Bytes an SSE event may have beyond ``max_result_bytes`` (its ``data:`` framing): the exact
+limit is checked on the parsed message, the same on every transport."""
+
+_sse_event_limit: ContextVar[int | None] = ContextVar("ipybox_sse_event_limit", default=1024 * 1024)
+
+
+def _sse_within_origin(
+    client: httpx2.AsyncClient, url: httpx2.URL | str, *, headers: dict[str, str] | None = None, **_: Any
+) -> AbstractAsyncContextManager[httpx2.EventSource]:
+    """The SDK's ``sse_within_origin`` with the event limit of the connection being opened (the
+    SDK's ``sse_client`` does not expose it; outside ipybox's connections its 1 MiB default stays)."""
+    return _sdk_sse_within_origin(client, url, headers=headers, max_event_size=_sse_event_limit.get())
+
+
+sdk_sse.sse_within_origin = _sse_within_origin  # type: ignore[attr-defined,assignment]
+
+
+def _event_limit(config: McpServerConfig) -> int:
+    return config.max_result_bytes + SSE_FRAMING_SLACK
 
 
 def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float) -> Transport:
@@ -48,12 +72,7 @@ def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_ti
         )
         return stdio_client(params, errlog=errlog)
     if isinstance(config, SseServerConfig):
-        return sse_client(
-            config.url,
-            headers=config.headers or None,
-            timeout=connect_timeout,
-            sse_read_timeout=SSE_READ_TIMEOUT,
-        )
+        return _sse(config, connect_timeout)
     if isinstance(config, HttpServerConfig):
         return _streamable_http(config, connect_timeout)
     raise TypeError(f"unsupported MCP server config {type(config).__name__}")
@@ -67,6 +86,26 @@ async def _streamable_http(
     timeout = httpx2.Timeout(connect_timeout, read=None)
     async with (
         httpx2.AsyncClient(headers=config.headers, timeout=timeout) as http,
-        streamable_http_client(config.url, http_client=http) as streams,
+        streamable_http_client(
+            config.url, http_client=http, max_sse_event_size=_event_limit(config)
+        ) as streams,
     ):
+        yield streams
+
+
+@asynccontextmanager
+async def _sse(config: SseServerConfig, connect_timeout: float) -> AsyncGenerator[TransportStreams]:
+    async with AsyncExitStack() as stack:
+        token = _sse_event_limit.set(_event_limit(config))
+        try:  # the SDK opens its event source while entering, so the limit is needed only then
+            streams = await stack.enter_async_context(
+                sse_client(
+                    config.url,
+                    headers=config.headers or None,
+                    timeout=connect_timeout,
+                    sse_read_timeout=SSE_READ_TIMEOUT,
+                )
+            )
+        finally:
+            _sse_event_limit.reset(token)
         yield streams

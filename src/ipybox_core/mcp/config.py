@@ -24,6 +24,9 @@ from ipybox_core.mcp._placeholders import PlaceholderFiller
 
 Protocol = Literal["legacy", "auto"]
 
+DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
+"""The largest message (a tool result, as JSON) an MCP server may send, on every transport."""
+
 
 class McpServerConfig(BaseModel):
     """Settings every MCP server config has (base class of the three transport configs)."""
@@ -36,6 +39,9 @@ class McpServerConfig(BaseModel):
     """Seconds to connect and list tools; ``None``: the registry's default."""
     call_timeout: float | None = Field(default=None, gt=0)
     """Seconds one tool call may take; ``None``: the registry's default."""
+    max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, gt=0)
+    """The largest message (a tool result, as JSON) the server may send; a larger result fails the
+    call with a :class:`~ipybox_core.errors.ToolError` naming this setting (the connection stays)."""
     protocol: Protocol = "legacy"
     """``"legacy"``: the ``initialize`` handshake (fast with every server). ``"auto"``: probe the
     2026-07-28 ``server/discover`` first (a server that ignores the probe costs 10 s)."""

@@ -33,14 +33,14 @@ from mcp import Client, MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation
 from pydantic import ValidationError
 
-from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout, UnknownToolError
+from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout, ToolError, UnknownToolError
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._schema_import import import_jsonschema
 from ipybox_core.mcp._transports import open_transport
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
-from ipybox_core.mcp.results import ToolCallResult, to_tool_call_result
+from ipybox_core.mcp.results import ToolCallResult, is_over_limit, result_too_large, to_tool_call_result
 from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolInfo
 
 __all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "McpConnection"]
@@ -315,6 +315,7 @@ class McpConnection:
                     server=self.name,
                     on_closed=lambda: session.end("the server closed the connection"),
                     strict_stdout=isinstance(self.config, StdioServerConfig),
+                    max_message_bytes=self.config.max_result_bytes,
                 )
                 client = Client(transport, mode=self.config.protocol, cache=None, client_info=_client_info())
                 async with client:
@@ -394,12 +395,14 @@ class McpConnection:
 
         Raises:
             UnknownToolError: the server did not list ``tool``.
-            ToolError: the tool returned an error result (the server's message).
+            ToolError: the tool returned an error result, or the server answered the call with a
+                JSON-RPC error (its ``code``, ``data`` and message), or the result was larger than
+                the config's ``max_result_bytes`` (:class:`~ipybox_core.mcp.results.ResultTooLarge`).
             McpTimeout: no answer within ``timeout`` (default: the call timeout); the request is
                 cancelled upstream and the connection stays usable.
             McpConnectionError: the server could not be reached, or the connection was lost during
                 the call (the next call reconnects).
-            McpProtocolError: the server answered with a JSON-RPC error or a malformed result.
+            McpProtocolError: the server answered with a malformed result.
         """
         session = await self._live_session()
         info = self.tool(tool)
@@ -415,8 +418,10 @@ class McpConnection:
             with scope:
                 raw = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=limit)
         except MCPError as exc:
+            if is_over_limit(exc.message):  # refused by the SSE reader or by the lenient transport
+                raise result_too_large(self.name, tool, self.config.max_result_bytes) from exc
             if exc.code == CONNECTION_CLOSED:
-                raise McpConnectionError(await self._lost(session, tool), server=self.name) from exc
+                raise await self._lost_error(session, tool) from exc
             raise self._call_error(exc, tool, limit) from exc
         except ValidationError as exc:
             raise McpProtocolError(
@@ -430,7 +435,7 @@ class McpConnection:
         finally:
             session.inflight.discard(scope)
         if raw is None:  # the scope was cancelled: the connection ended under the call
-            raise McpConnectionError(await self._lost(session, tool), server=self.name)
+            raise await self._lost_error(session, tool)
         result = to_tool_call_result(raw, server=self.name, tool=info)
         notice, session.notice = session.notice, None
         return dataclasses.replace(result, notices=(notice,)) if notice else result
@@ -440,12 +445,20 @@ class McpConnection:
             return McpTimeout(
                 f"MCP server {self.name!r}: tool {tool!r} did not answer within {limit:g} s", server=self.name
             )
-        return McpProtocolError(
+        return ToolError(  # the server is alive and answered: the call failed, not the connection
             f"MCP server {self.name!r}: tool {tool!r} failed with JSON-RPC error {exc.code}: {exc.message}",
             server=self.name,
+            tool=tool,
             code=exc.code,
             data=exc.data,
         )
+
+    async def _lost_error(self, session: _Session, tool: str) -> Exception:
+        """The error for a call whose connection ended: lost, or (SSE) ended at a result over the limit."""
+        lost = await self._lost(session, tool)
+        if is_over_limit(session.end_reason or ""):  # the SSE reader gives up at an event over the limit
+            return result_too_large(self.name, tool, self.config.max_result_bytes)
+        return McpConnectionError(lost, server=self.name)
 
     async def _lost(self, session: _Session, tool: str) -> str:
         """Close the broken session and describe why it ended (waiting briefly for the reason)."""

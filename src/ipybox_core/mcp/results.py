@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ class ToolCallResult:
 
     ``content`` holds every content block in MCP wire form (``{"type": "text", "text": ...}``,
     ``{"type": "image", "data": <base64>, "mimeType": "image/png"}``, ...). ``structured`` is the
-    structured content when the tool declares an output schema, else ``None``.
+    structured content the server sent (with or without an output schema), else ``None``.
     """
 
     content: list[dict[str, Any]] = field(default_factory=list)
@@ -45,5 +46,32 @@ def to_tool_call_result(result: CallToolResult, *, server: str, tool: ToolInfo) 
         raise ToolError(
             message or f"tool {tool.name!r} failed without a message", server=server, tool=tool.name
         )
-    structured = result.structured_content if tool.output_schema is not None else None
-    return ToolCallResult(content=content, structured=structured)
+    return ToolCallResult(content=content, structured=result.structured_content)
+
+
+class ResultTooLarge(ToolError):
+    """A tool's result was larger than its server's ``max_result_bytes``."""
+
+
+_OVER_LIMIT = re.compile(r"exceeded the (\d+) byte limit")
+
+
+def over_limit_message(limit: int) -> str:
+    """The error text for a message over ``limit`` bytes (the wording the SDK's SSE reader uses)."""
+    return f"the server's message exceeded the {limit} byte limit"
+
+
+def is_over_limit(message: str) -> bool:
+    """Whether a transport error ``message`` says a message was over the size limit."""
+    return _OVER_LIMIT.search(message) is not None
+
+
+def result_too_large(server: str, tool: str, limit: int) -> ResultTooLarge:
+    """The error for a result over ``max_result_bytes``, naming the setting and how to raise it."""
+    return ResultTooLarge(
+        f"MCP server {server!r}: the result of {tool!r} is larger than max_result_bytes "
+        f'({limit} bytes); ask for less (a page, a filter) or raise "max_result_bytes" in the '
+        f"server's config",
+        server=server,
+        tool=tool,
+    )

@@ -81,9 +81,13 @@ def _line(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, ensure_ascii=False, default=repr).encode() + b"\n"
 
 
-def error_line(kind: str, message: str) -> bytes:
-    """The protocol's error line (``{"ok": false, "error": {...}}``), as the runtime raises it."""
-    return _line({"ok": False, "error": {"type": kind, "message": message}})
+def error_line(kind: str, message: str, *, code: int | None = None) -> bytes:
+    """The protocol's error line (``{"ok": false, "error": {...}}``), as the runtime raises it;
+    ``code``: a tool error's JSON-RPC error code."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if code is not None:
+        error["code"] = code
+    return _line({"ok": False, "error": error})
 
 
 async def _send_whole(send: Send, body: bytes, status: int = 200, *, close: bool = False) -> None:
@@ -298,7 +302,7 @@ async def _approved_call(
     try:
         result = await backend.call(approval.server, approval.tool, arguments)
     except ToolError as exc:
-        return error_line("tool_error", str(exc))
+        return error_line("tool_error", str(exc), code=exc.code)
     except McpTimeout as exc:
         return error_line("timeout", str(exc))
     except McpServerError as exc:

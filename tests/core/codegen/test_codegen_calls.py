@@ -87,7 +87,7 @@ def test_keyword_named_parameters_reach_the_server_by_wire_name(research: Import
 
 def test_text_results_and_images(research: Imported) -> None:
     echoed = research.echo(message="hello")
-    assert echoed == "hello" and type(echoed) is str
+    assert echoed == "hello" and isinstance(echoed, runtime.ToolResult) and echoed.structured is None
     picture = research.image(width=2, height=2, colour="blue")
     assert isinstance(picture, runtime.ToolResult) and picture == "blue 2x2"
     assert len(picture.images) == 1 and picture.images[0].startswith(b"\x89PNG")

@@ -53,7 +53,7 @@ async def test_off_spec_call_results_are_repaired(clean_raw_server_config: dict[
         ]
         structured_only = await registry.call("raw", "structured_only")
         assert structured_only.text == '{"answer": 42}'
-        assert structured_only.structured is None  # the tool declares no output schema
+        assert structured_only.structured == {"answer": 42}  # kept, though it declares no output schema
 
 
 def test_repair_tool_listing_cases() -> None:
