@@ -14,12 +14,28 @@ ApprovalListener = Callable[[ApprovalRequest], None]
 
 NO_LISTENER_REASON = "no execution is active to approve this call (it was made outside of a running cell)"
 
+MAX_PENDING_APPROVALS = 16
+"""Requests one gate (one kernel) lets wait for the application's decision at once. Honest code has
+one per thread that calls a tool; beyond the limit a request is refused at once (decided by
+:data:`LIMIT_DECIDER`), so what waiting requests hold stays in proportion to it."""
+
+LIMIT_DECIDER = "limit"
+"""``decided_by`` of a request refused because :data:`MAX_PENDING_APPROVALS` were waiting."""
+
+
+def _too_many(limit: int) -> str:
+    return (
+        f"too many approval requests are waiting at once: this kernel may have at most {limit} "
+        "waiting for a decision (max_pending); wait for the earlier calls to be decided"
+    )
+
 
 class ApprovalGate:
     """Applies the policy, asks the listener when needed, enforces the approval timeout, audits.
 
     Lives in the application process; kernel code can only ask. ``timeout`` (seconds) rejects a
-    request nobody answered in time.
+    request nobody answered in time; at most ``max_pending`` requests wait for the listener at
+    once, more are refused at once. Audit records are written one at a time, in order.
     """
 
     def __init__(
@@ -28,12 +44,18 @@ class ApprovalGate:
         *,
         timeout: float | None = None,
         audit: AuditLog | None = None,
+        max_pending: int = MAX_PENDING_APPROVALS,
     ) -> None:
         check_policy(policy)
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending!r}")
         self.policy = policy
         self.timeout = timeout
         self.audit = audit
+        self.max_pending = max_pending
         self._listener: ApprovalListener | None = None
+        self._waiting = 0
+        self._auditing = asyncio.Lock()  # one record at a time: a large call's arguments parsed once
 
     @property
     def never_asks(self) -> bool:
@@ -54,22 +76,43 @@ class ApprovalGate:
         elif self._listener is None:
             decision = ApprovalDecision(approved=False, decided_by="no-listener", reason=NO_LISTENER_REASON)
             request.resolve(decision)
+        elif self._waiting >= self.max_pending:
+            decision = ApprovalDecision(False, LIMIT_DECIDER, _too_many(self.max_pending))
+            request.resolve(decision)
         else:
-            self._listener(request)
             try:
-                decision = await request.wait(self.timeout)
+                decision = await self._ask(self._listener, request)
             except asyncio.CancelledError:
                 await self._audit(request, ApprovalDecision(False, "abandoned", "the code stopped waiting"))
                 raise
         await self._audit(request, decision)
         return decision
 
+    async def _ask(self, listener: ApprovalListener, request: ApprovalRequest) -> ApprovalDecision:
+        self._waiting += 1
+        try:
+            listener(request)
+            return await request.wait(self.timeout)
+        finally:
+            self._waiting -= 1
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for the listener's decision now."""
+        return self._waiting
+
     async def note(self, request: ApprovalRequest, message: str) -> None:
         """Record a notice about ``request``'s call in the audit log (if any), off the event loop."""
         if self.audit is not None:
-            await asyncio.shield(asyncio.to_thread(self.audit.note, request, message))
+            await asyncio.shield(self._in_order(self.audit.note, request, message))
 
     async def _audit(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         """Record the decision in a worker thread: no file is opened on the event loop."""
         if self.audit is not None:
-            await asyncio.shield(asyncio.to_thread(self.audit.record, request, decision))
+            await asyncio.shield(self._in_order(self.audit.record, request, decision))
+
+    async def _in_order(self, write: Callable[..., object], *args: object) -> None:
+        """Run ``write`` in a worker thread after the gate's earlier writes (each record parses its
+        call's arguments: at most one such parse per gate at a time)."""
+        async with self._auditing:
+            await asyncio.to_thread(write, *args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,34 @@ class ApprovalDecision:
     """Replacement arguments when the approver edited the call (``None``: unchanged)."""
 
 
+@dataclass(frozen=True)
+class JsonArguments:
+    """A call's arguments kept as the JSON request body they arrived in (the object in its ``member``).
+
+    Held instead of the parsed arguments while a call waits: its bytes, bounded by the tool
+    server's request limit, not a parsed tree (which costs up to ~30 times as much). The body was
+    checked when it arrived: :meth:`parse` gives the same JSON object each time.
+    """
+
+    body: bytes = field(repr=False)
+    member: str = "arguments"
+
+    @property
+    def size(self) -> int:
+        """Bytes of the body."""
+        return len(self.body)
+
+    def parse(self) -> dict[str, Any]:
+        """A fresh dict of the arguments (a missing or ``null`` member is ``{}``)."""
+        arguments = json.loads(self.body).get(self.member) or {}
+        if not isinstance(arguments, dict):  # pragma: no cover - refused when the body arrived
+            raise ValueError(f"{self.member} is not a JSON object")
+        return arguments
+
+
+_REPR_ARGS_UP_TO = 4096  # bytes of JSON arguments that repr() still parses and shows
+
+
 class ApprovalRequest:
     """A call from kernel code that waits for the application's decision.
 
@@ -41,7 +70,7 @@ class ApprovalRequest:
         kind: ApprovalKind,
         server: str,
         tool: str,
-        args: dict[str, Any],
+        args: dict[str, Any] | JsonArguments,
         annotations: ToolAnnotations | None = None,
         output_mark: str | None = None,
     ) -> None:
@@ -49,13 +78,25 @@ class ApprovalRequest:
         self.kind: ApprovalKind = kind
         self.server = server
         self.tool = tool
-        self.args = args
+        self._args = args
         self.annotations = annotations or ToolAnnotations()
         self.output_mark = output_mark
         """The output mark the kernel published before this request (the executor hands the
         request out once the output up to it was handed out); None if the kernel sent none."""
         self.created_at = time.time()
         self._future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The call's arguments.
+
+        Arguments from the kernel's tool server are kept as their JSON text while the request
+        waits (a pending request costs its bytes, not a parsed tree) and parsed on each read: every
+        read gives a fresh dict, so changing it changes nothing; edit the call with
+        ``accept(arguments=...)``.
+        """
+        args = self._args
+        return args.parse() if isinstance(args, JsonArguments) else args
 
     @property
     def name(self) -> str:
@@ -133,7 +174,13 @@ class ApprovalRequest:
 
     def __repr__(self) -> str:
         state = "pending" if self.pending else ("abandoned" if self._future.cancelled() else "decided")
-        return f"ApprovalRequest(id={self.id!r}, name={self.name!r}, args={self.args!r}, {state})"
+        args = self._args
+        shown = (
+            f"<{args.size} bytes of JSON>"
+            if isinstance(args, JsonArguments) and args.size > _REPR_ARGS_UP_TO
+            else repr(self.args)
+        )
+        return f"ApprovalRequest(id={self.id!r}, name={self.name!r}, args={shown}, {state})"
 
 
 @dataclass(frozen=True)

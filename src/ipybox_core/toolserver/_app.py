@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ipybox_core.approval import ApprovalGate, ApprovalRequest
+from ipybox_core.approval.gate import LIMIT_DECIDER
+from ipybox_core.approval.request import JsonArguments
 from ipybox_core.errors import McpServerError, McpTimeout, ToolError, UnknownToolError
 from ipybox_core.mcp.types import ToolInfo
+from ipybox_core.toolserver._parse_budget import ParseBudget
 
 logger = logging.getLogger("ipybox.toolserver")
 
 MAX_JSON_DEPTH = 400
 """Deepest nesting of arrays and objects a request body may have (the JSON parser recurses)."""
-
-_PARSE_IN_THREAD_ABOVE = 64 * 1024  # bodies this large are checked and parsed off the event loop
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -107,59 +108,65 @@ def build_app(
     max_request_bytes: int,
     body_timeout: float,
 ) -> App:
-    """The ASGI app: token check, bounded body, approval gate, then the backend."""
+    """The ASGI app: token check, bounded body, approval gate, then the backend.
+
+    A call keeps its body's bytes, not the parsed arguments, while it waits for approval; the
+    arguments of calls that run are parsed within a :class:`ParseBudget` of ``max_request_bytes``.
+    """
 
     expected = f"Bearer {token}".encode()
+    costs = ParseBudget(max_request_bytes)
 
-    async def read_body(scope: Scope, receive: Receive, *keys: str) -> dict[str, Any] | _Failure:
+    async def read_body(
+        scope: Scope, receive: Receive, keys: tuple[str, ...], *, arguments: bool
+    ) -> tuple[bytes, _Fields] | _Failure:
         raw = await _read_limited(scope, receive, max_request_bytes, body_timeout)
         if isinstance(raw, _Failure):
             return raw
-        if len(raw) > _PARSE_IN_THREAD_ABOVE:  # keep other sessions' calls moving meanwhile
-            body = await asyncio.to_thread(_parse_json, raw)
-        else:
-            body = _parse_json(raw)
-        if isinstance(body, _Failure):
-            return body
-        if not isinstance(body, dict) or any(not isinstance(body.get(key), str) for key in keys):
-            return _Failure("bad_request", f"request body needs string fields {', '.join(keys)}")
-        return body
+        # Checked and dropped in one step (off the event loop if large): only the small fields stay.
+        fields = await costs.parse(len(raw), lambda: _fields(raw, keys, arguments=arguments))
+        return fields if isinstance(fields, _Failure) else (raw, fields)
 
     async def call(scope: Scope, receive: Receive, send: Send) -> None:
-        body = await read_body(scope, receive, "server", "tool")
-        if isinstance(body, _Failure):
-            return await body.send(send)
-        server, tool, arguments = body["server"], body["tool"], body.get("arguments") or {}
-        if not isinstance(arguments, dict):
-            return await _send_whole(send, error_line("bad_request", "arguments must be a JSON object"), 400)
+        read = await read_body(scope, receive, ("server", "tool"), arguments=True)
+        if isinstance(read, _Failure):
+            return await read.send(send)
+        raw, fields = read
+        server, tool = fields.strings["server"], fields.strings["tool"]
         try:
             info = backend.tool(server, tool)
         except UnknownToolError as exc:
             return await _send_whole(send, error_line("unknown_tool", str(exc)))
+        arguments = JsonArguments(raw)
         approval = ApprovalRequest(
             kind="mcp",
             server=server,
             tool=tool,
             args=arguments,
             annotations=info.annotations,
-            output_mark=_output_mark(body),
+            output_mark=fields.mark,
         )
         await _answer(
-            lambda: _approved_call(backend, gate, approval, _unmarked(body)), receive, send, heartbeat
+            lambda: _approved_call(backend, gate, approval, arguments, fields.unmarked, costs),
+            receive,
+            send,
+            heartbeat,
         )
 
     async def shell(scope: Scope, receive: Receive, send: Send) -> None:
-        body = await read_body(scope, receive, "command")
-        if isinstance(body, _Failure):
-            return await body.send(send)
+        read = await read_body(scope, receive, ("command",), arguments=False)
+        if isinstance(read, _Failure):
+            return await read.send(send)
+        fields = read[1]
+        del read  # the command is all a waiting shell request keeps of its body
         approval = ApprovalRequest(
             kind="shell",
             server="",
             tool="shell",
-            args={"command": body["command"]},
-            output_mark=_output_mark(body),
+            args={"command": fields.strings["command"]},
+            output_mark=fields.mark,
         )
-        await _answer(lambda: _approved_shell(gate, approval, _unmarked(body)), receive, send, heartbeat)
+        await _answer(lambda: _approved_shell(gate, approval, fields.unmarked), receive, send, heartbeat)
 
     routes = {"/call": call, "/shell": shell}
 
@@ -180,6 +187,30 @@ def build_app(
         await route(scope, receive, send)
 
     return app
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """What the tool server keeps of a checked request body (the arguments stay in its bytes)."""
+
+    strings: dict[str, str]
+    mark: str | None
+    unmarked: bool
+
+
+def _fields(raw: bytes, keys: tuple[str, ...], *, arguments: bool) -> _Fields | _Failure:
+    """Check a body (JSON, string ``keys``, an ``arguments`` object) and keep its small fields.
+
+    The parsed tree does not outlive this call: a waiting call holds the body's bytes only.
+    """
+    body = _parse_json(raw)
+    if isinstance(body, _Failure):
+        return body
+    if not isinstance(body, dict) or any(not isinstance(body.get(key), str) for key in keys):
+        return _Failure("bad_request", f"request body needs string fields {', '.join(keys)}")
+    if arguments and not isinstance(body.get("arguments") or {}, dict):
+        return _Failure("bad_request", "arguments must be a JSON object")
+    return _Fields({key: body[key] for key in keys}, _output_mark(body), _unmarked(body))
 
 
 def _output_mark(body: dict[str, Any]) -> str | None:
@@ -284,11 +315,18 @@ _MARK_NEEDED = (
 
 
 def _rejected(decision_by: str) -> str:
+    if decision_by == LIMIT_DECIDER:  # refused before anyone was asked
+        return "unavailable"
     return "approval_timeout" if decision_by == "timeout" else "rejected"
 
 
 async def _approved_call(
-    backend: ToolBackend, gate: ApprovalGate, approval: ApprovalRequest, unmarked: bool
+    backend: ToolBackend,
+    gate: ApprovalGate,
+    approval: ApprovalRequest,
+    arguments: JsonArguments,
+    unmarked: bool,
+    costs: ParseBudget,
 ) -> bytes:
     # An unmarked request may only pass a gate that never asks: checked right before deciding
     # (no suspension in between), so a request the application sees always carries its mark.
@@ -298,7 +336,16 @@ async def _approved_call(
     if not decision.approved:
         kind = _rejected(decision.decided_by)
         return error_line(kind, f"{approval.name} was rejected: {decision.reason or 'no reason given'}")
-    arguments = decision.arguments if decision.arguments is not None else approval.args
+    if decision.arguments is not None:
+        return await _run_call(backend, gate, approval, decision.arguments)
+    async with costs.hold(arguments.size):  # the parsed arguments live while the call runs
+        parsed = await costs.parse(arguments.size, arguments.parse)
+        return await _run_call(backend, gate, approval, parsed)
+
+
+async def _run_call(
+    backend: ToolBackend, gate: ApprovalGate, approval: ApprovalRequest, arguments: dict[str, Any]
+) -> bytes:
     try:
         result = await backend.call(approval.server, approval.tool, arguments)
     except ToolError as exc:
