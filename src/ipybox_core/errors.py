@@ -162,7 +162,14 @@ class UnsafePathError(IpyboxError, OSError):
 
 
 class ApprovalError(IpyboxError):
-    """An approval request was answered twice, or answered after it expired."""
+    """An approval request was answered twice, or answered after it expired.
+
+    ``decided_by`` names who answered first, when known (e.g. ``"client:worker-2"``).
+    """
+
+    def __init__(self, message: str = "", *, decided_by: str | None = None) -> None:
+        super().__init__(message)
+        self.decided_by = decided_by
 
 
 # --- service ------------------------------------------------------------------------------------
@@ -174,4 +181,12 @@ class ServiceError(IpyboxError):
 
 class ExecutionGone(ServiceError):
     """The execution a decision or resume was meant for no longer exists: it was answered, expired or
-    reset, or the service restarted. Nothing ran twice; run the code again if it is still needed."""
+    reset, or the service restarted. Nothing ran twice; run the code again if it is still needed.
+
+    ``cause`` is ``"restarted"`` when the service restarted meanwhile (its kernels are new), else
+    ``None`` (not known).
+    """
+
+    def __init__(self, message: str = "", *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause

@@ -31,17 +31,36 @@ the output still held when the round ends is ``ipybox.dev/held_output``, a list 
 Tool ``cancel_waiting`` cancels the session's executions that wait for an approval when the
 conversation moved on (``calls``: only these call ids; ``keep_calls``: never these; ``reason``:
 what the pending calls are rejected with); it returns how many it cancelled.
+
+This module is the one home of that wire format: the ``_meta`` keys, the session-name rule
+(:data:`SESSION_NAME`, :func:`service_key`), an approval as data both ways (:func:`approval_data`,
+:func:`approval_from_data`), an error both ways (:func:`encode_error`, :func:`decode_error`, one
+:class:`ErrorKind` per exception class) and the words the model reads for each outcome
+(:func:`failure_text` and the ``*_MESSAGE`` texts), the same in process and over the service.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import CodeError
+from ipybox_core.errors import (
+    ApprovalError,
+    CodeError,
+    ExecutionCancelled,
+    ExecutionGone,
+    ExecutionTimeout,
+    ExecutorBusy,
+    IpyboxError,
+    KernelDied,
+    ServiceError,
+)
+from ipybox_core.mcp.types import ToolAnnotations
 
 PREFIX = "ipybox.dev/"
 SESSION = PREFIX + "session"
@@ -56,11 +75,171 @@ RESULT = PREFIX + "result"
 ERROR = PREFIX + "error"
 NOTICE = PREFIX + "notice"
 
+# --- names --------------------------------------------------------------------------------------
+
+SESSION_NAME = re.compile(r"[A-Za-z0-9._~-]{1,128}")
+"""What a session key, a call id or a client name looks like on the wire (``Ipybox-Session``,
+``ipybox.dev/session``, ``ipybox.dev/client``)."""
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._~-]")
+
+
+def is_name(value: object) -> bool:
+    """True when ``value`` is a string that :data:`SESSION_NAME` accepts."""
+    return isinstance(value, str) and SESSION_NAME.fullmatch(value) is not None
+
+
+def plain_name(text: str) -> str:
+    """``text`` made a name: characters :data:`SESSION_NAME` refuses become ``-`` (128 at most)."""
+    return _NOT_IN_NAME.sub("-", text)[:128] or "-"
+
+
+def service_key(key: str) -> str:
+    """``key`` as the service accepts it: itself if it is a plain name, otherwise a digest of it."""
+    if is_name(key):
+        return key
+    return "k-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+# --- what the model reads -----------------------------------------------------------------------
+
+BUSY_MESSAGE = (
+    "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
+    "its result before calling execute_code again (do not call it in parallel)."
+)
+"""Told when execute_code is called while another execution of the same kernel runs or waits."""
+GONE_MESSAGE = (
+    "Error: the execution waiting for this approval is gone (its approval expired, the conversation "
+    "moved on, the session was reset, or the service restarted), so the decision was not applied and "
+    "the rest of its code did not run. Check the kernel state and run the code again if it is still "
+    "needed."
+)
+"""Told when the execution a decision was meant for no longer exists and the cause is not known."""
+SERVICE_RESTARTED_MESSAGE = (
+    "Error: the ipybox service restarted while this execute_code call waited for approval: the "
+    "execution is gone and the conversation's kernel is a fresh one (variables and imports are "
+    "lost). The decision was not applied and the rest of its code did not run; run the setup code "
+    "and then the code again if it is still needed."
+)
+"""Told when the execution is gone because the service restarted (its kernel restarted with it)."""
+NOT_WAITING_MESSAGE = (
+    "Error: this execute_code call no longer waits for an approval: it was cancelled (the "
+    "conversation moved on, its approval expired, or the session was reset), or the process that "
+    "held its kernel (this application, or the ipybox service) restarted, and then the kernel is a "
+    "fresh one whose state is lost. The decision was not applied and the rest of its code did not "
+    "run; check the kernel state and run the code again if it is still needed."
+)
+"""Told on a resume that finds no waiting execution for the call, where the cause is not known."""
+DECIDED_MESSAGE = "Error: this approval was already answered (by {who}); this answer was not applied."
+"""Told the loser of two answers to one approval; ``{who}`` is who answered first."""
+MOVED_ON_MESSAGE = (
+    "Note: the earlier execute_code call was abandoned without a decision; its pending tool call did not "
+    "run and the rest of that code was stopped. Kernel state from before that call is kept."
+)
+"""Told when the conversation moved on while an execute_code call waited for a decision."""
+UNFINISHED_MESSAGE = (
+    "Error: this execute_code call was abandoned without a result: the conversation went on before "
+    "it finished (it waited for an approval that was not given, or the application stopped while it "
+    "ran). The rest of its code did not run; check the kernel state before relying on it."
+)
+"""Told for a call left without a result in the history when new input came."""
+CANCELLED_BY_APP = "the application cancelled it"
+"""The reason of an execution cancelled without one (``Execution.cancel()``)."""
+KERNEL_DIED_TEXT = (
+    "Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
+)
+
+
+def failure_text(error: BaseException) -> str:
+    """What the model is told when an execution ended without a result: its true cause."""
+    if isinstance(error, ExecutionTimeout):
+        return f"Error: timed out: {error}."  # it says whether the kernel's state is kept
+    if isinstance(error, KernelDied):
+        died = str(error)  # a local kernel's message already says that its state is lost
+        return (
+            f"Error: {died}." if died.startswith("the kernel died") else KERNEL_DIED_TEXT.format(error=died)
+        )
+    if isinstance(error, ExecutionCancelled):
+        reason = str(error) or CANCELLED_BY_APP
+        return f"Error: the execution was cancelled: {reason}. The rest of its code did not run."
+    if isinstance(error, ExecutorBusy):
+        return BUSY_MESSAGE
+    if isinstance(error, ExecutionGone):
+        return SERVICE_RESTARTED_MESSAGE if error.cause == "restarted" else GONE_MESSAGE
+    if isinstance(error, ApprovalError) and error.decided_by is not None:
+        return DECIDED_MESSAGE.format(who=error.decided_by)
+    return f"Error: {type(error).__name__}: {error}"
+
+
+# --- errors both ways ---------------------------------------------------------------------------
+
 ErrorKind = Literal["busy", "gone", "decided", "timeout", "kernel_died", "cancelled", "unavailable"]
 """Why ``execute_code`` gave no result: another execution runs; the parked call is gone (answered,
 expired, reset, service restarted); another client decided the approval first; the code timed out;
 the kernel died; the execution was cancelled; the kernel could not be started."""
 ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+_CLASSES: dict[ErrorKind, type[IpyboxError]] = {
+    "busy": ExecutorBusy,
+    "gone": ExecutionGone,
+    "decided": ApprovalError,
+    "timeout": ExecutionTimeout,
+    "kernel_died": KernelDied,
+    "cancelled": ExecutionCancelled,
+    "unavailable": ServiceError,
+}
+
+
+def error_kind(error: BaseException) -> ErrorKind:
+    """The wire kind of ``error`` (most specific class first; anything else is ``unavailable``)."""
+    for kind, cls in _CLASSES.items():
+        if cls is not ServiceError and isinstance(error, cls):
+            return kind
+    return "unavailable"
+
+
+def encode_error(error: BaseException) -> dict[str, Any]:
+    """``error`` as JSON data (``ipybox.dev/error``): its kind, its message and its fields."""
+    kind = error_kind(error)
+    data: dict[str, Any] = {"kind": kind, "message": str(error)}
+    if isinstance(error, ExecutionTimeout):
+        data["timeout"] = error.timeout
+    elif isinstance(error, KernelDied):
+        data["exit_code"] = error.exit_code
+    elif isinstance(error, ExecutionGone):
+        data["cause"] = error.cause
+    elif isinstance(error, ApprovalError):
+        data["decided_by"] = error.decided_by
+    return data
+
+
+def error_data(kind: ErrorKind, message: str) -> dict[str, str]:
+    """Error data of ``kind`` with no fields beyond its message."""
+    return {"kind": kind, "message": message}
+
+
+def decode_error(data: object, text: str = "") -> IpyboxError:
+    """The exception that :func:`encode_error` encoded (``text``: the result's text, the message
+    when the data has none); data that is not ipybox's decodes to a :class:`ServiceError`."""
+    if not isinstance(data, Mapping):
+        return ServiceError(text or "the ipybox service failed without saying why")
+    kind = data.get("kind")
+    message = str(data.get("message") or text)
+    if kind == "timeout":
+        timeout = data.get("timeout")
+        return ExecutionTimeout(message, timeout=float(timeout) if isinstance(timeout, int | float) else 0.0)
+    if kind == "kernel_died":
+        exit_code = data.get("exit_code")
+        return KernelDied(message, exit_code=exit_code if isinstance(exit_code, int) else None)
+    if kind == "gone":
+        cause = data.get("cause")
+        return ExecutionGone(message, cause=cause if isinstance(cause, str) else None)
+    if kind == "decided":
+        who = data.get("decided_by")
+        return ApprovalError(message, decided_by=who if isinstance(who, str) else None)
+    cls = _CLASSES[kind] if kind in ERROR_KINDS else ServiceError
+    return cls(message)
+
+
+# --- approvals and results ----------------------------------------------------------------------
 
 
 def approval_data(request: ApprovalRequest) -> dict[str, Any]:
@@ -75,6 +254,26 @@ def approval_data(request: ApprovalRequest) -> dict[str, Any]:
     }
 
 
+def approval_from_data(data: object) -> ApprovalRequest:
+    """The request :func:`approval_data` encoded, with the same ``id`` (decided on this side)."""
+    if not isinstance(data, Mapping) or data.get("kind") not in ("mcp", "shell"):
+        raise ServiceError(
+            "the service asked a question that is not an ipybox approval (is it ipybox serve?)"
+        )
+    try:
+        request = ApprovalRequest(
+            kind=data["kind"],
+            server=str(data["server"]),
+            tool=str(data["tool"]),
+            args=dict(data["args"]),
+            annotations=ToolAnnotations(**dict(data.get("annotations") or {})),
+        )
+        request.id = str(data["id"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ServiceError(f"the service sent an approval this client cannot read: {error}") from None
+    return request
+
+
 def result_data(
     *, text: str, error: CodeError | None, execution_count: int | None, omitted_chars: int
 ) -> dict[str, Any]:
@@ -87,10 +286,6 @@ def result_data(
         "execution_count": execution_count,
         "omitted_chars": omitted_chars,
     }
-
-
-def error_data(kind: ErrorKind, message: str) -> dict[str, str]:
-    return {"kind": kind, "message": message}
 
 
 def png_of(data: str) -> bytes:

@@ -13,9 +13,9 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.errors import ApprovalError, ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
 from ipybox_core.mcp_server._output import OutputRelay
-from ipybox_core.mcp_server._results import error_result, execution_result
+from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
 from ipybox_core.mcp_server.approvals import Approver, answer_of, apply_answer
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedCall
 from ipybox_core.suspended import SuspendedExecution
@@ -23,14 +23,8 @@ from ipybox_core.suspended import SuspendedExecution
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution
 
-BUSY_MESSAGE = (
-    "Error: another execute_code call is still running or waiting for the user's approval. Wait for "
-    "its result before calling execute_code again (do not call it in parallel), or call `reset`."
-)
-GONE_MESSAGE = (
-    "Error: the execution waiting for this approval is gone: nobody answered in time, the "
-    "conversation moved on, `reset` was called, or the server restarted. Run the code again."
-)
+BUSY_MESSAGE = protocol.BUSY_MESSAGE
+GONE_MESSAGE = protocol.GONE_MESSAGE
 _REMEMBERED_DECISIONS = 10_000
 
 
@@ -119,7 +113,7 @@ async def resume(
     if parked is None or parked.context.session != caller.session:
         winner = decisions.who(state) if parked is None else None
         if winner is not None:
-            return error_result("decided", f"Error: this approval was already answered (by {winner}).")
+            return failure_result(ApprovalError(f"already answered by {winner}", decided_by=winner))
         return error_result("gone", GONE_MESSAGE)
     service.parked.take(state)
     decisions.remember(state, caller.decided_by)
@@ -159,7 +153,7 @@ async def drive(
                 await approver.decide_now(event, ctx, channel)
         raise RuntimeError("the execution ended without a result")
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        return await relay.finish(_failure(error))
+        return await relay.finish(failure_result(error))
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
         relay.close()
@@ -184,17 +178,4 @@ def _ask(approver: Approver, state: str, request: ApprovalRequest | None) -> Inp
         input_requests={state: approver.input_request(request)},
         request_state=state,
         _meta={protocol.APPROVAL: protocol.approval_data(request)},
-    )
-
-
-def _failure(error: BaseException) -> CallToolResult:
-    if isinstance(error, ExecutionTimeout):
-        return error_result("timeout", f"Error: {error}")
-    if isinstance(error, KernelDied):
-        return error_result(
-            "kernel_died",
-            f"Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel.",
-        )
-    return error_result(
-        "cancelled", "Error: the execution was cancelled (reset, or the server is shutting down)."
     )

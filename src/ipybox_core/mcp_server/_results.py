@@ -43,6 +43,16 @@ def text_result(text: str, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
 
+def failure_result(error: BaseException) -> CallToolResult:
+    """An execution that ended without a result: the model's words for its cause
+    (:func:`protocol.failure_text`), the error as data (:func:`protocol.encode_error`) in ``_meta``."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=protocol.failure_text(error))],
+        is_error=True,
+        _meta={protocol.ERROR: protocol.encode_error(error)},
+    )
+
+
 def error_result(kind: protocol.ErrorKind, message: str) -> CallToolResult:
     """An ipybox failure: ``message`` for the model, ``kind`` in ``_meta`` for ipybox's client."""
     return CallToolResult(

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import socket
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
@@ -23,13 +22,12 @@ from ipybox_core.errors import ExecutionGone, ServiceError
 TOKEN_ENV = "IPYBOX_MCP_TOKEN"
 Round = CallToolResult | InputRequiredResult
 GONE = "the execution waiting for this approval is gone (the ipybox service restarted or forgot it)"
-_NAME = re.compile(r"[^A-Za-z0-9._~-]")
 _OUTPUT_GRACE = 1.0  # seconds to wait for output notifications behind a round's result
 
 
 def default_client_name() -> str:
     """``<host>-<pid>``: the name the service's audit log records for this process's decisions."""
-    return _NAME.sub("-", f"{socket.gethostname()}-{os.getpid()}")[:128]
+    return protocol.plain_name(f"{socket.gethostname()}-{os.getpid()}")
 
 
 class ServiceConnection:
@@ -100,7 +98,7 @@ class ServiceConnection:
         except Exception as error:
             reason = _reason(error)
             if request_state is not None and "requestState" in reason:  # the service restarted since
-                raise ExecutionGone(f"{GONE}: {reason}") from None
+                raise ExecutionGone(f"{GONE}: {reason}", cause="restarted") from None
             raise ServiceError(f"the ipybox service at {self.url} failed the request: {reason}") from None
         if output is not None:
             await output.complete(result.meta)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from types import TracebackType
 
+from ipybox_core.protocol import service_key
 from ipybox_core.remote._connection import TOKEN_ENV, ServiceConnection, default_client_name
 from ipybox_core.remote._executor import RemoteExecutor
 
-_SESSION_NAME = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 _REFERENCE_SESSION = "ipybox-api-reference"
 _SHORTENED = "# (reference shortened: use help(function) in the code for the rest)\n"
 
@@ -96,10 +94,3 @@ class RemoteSessions:
             return self._reference
         head = self._reference[: max(max_chars - len(_SHORTENED), 0)]
         return head[: head.rfind("\n") + 1] + _SHORTENED
-
-
-def service_key(key: str) -> str:
-    """``key`` as the service accepts it: itself if it is a plain name, otherwise a digest of it."""
-    if _SESSION_NAME.fullmatch(key):
-        return key
-    return "k-" + hashlib.sha256(key.encode()).hexdigest()[:40]

@@ -14,11 +14,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-ABANDONED_RESULT = (
-    "Error: this execute_code call was abandoned: the conversation went on before the approval it "
-    "waited for was given. Its pending tool call did not run and the rest of its code was stopped; "
-    "kernel state from before that call is kept."
-)
+from ipybox_core import protocol
+
+ABANDONED_RESULT = protocol.UNFINISHED_MESSAGE
 
 
 def close_abandoned_calls(messages: Sequence[AnyMessage], tool_name: str) -> dict[str, Any] | None:
