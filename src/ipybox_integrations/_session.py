@@ -1,12 +1,12 @@
 """What every framework adapter shares: sessions per conversation, the prompt section, results.
 
 A framework adapter runs ``execute_code`` as an :class:`~ipybox_core.executor.Execution` and walks
-its events (``execution.next_stop()``). When an MCP call needs a decision the framework must take
-*outside* the tool call, the execution is parked in :class:`ipybox_core.suspended.SuspendedExecutions`
-under (conversation, the framework's call id), and picked up again when the framework resumes with a
-decision for that call. The conversation decides the kernel too: an adapter is given either one
-:class:`CodeExecutor` (every conversation shares its kernel) or a :class:`SessionSource` such as
-``ipybox_core.Sessions`` (one kernel per conversation key).
+its events (``execution.next_stop()``). It is given a :class:`SessionSource` (one ``CodeExecutor``,
+whose kernel every conversation shares; ``Sessions``; ``RemoteSessions``) and talks to each
+conversation's :class:`Executor` only through that protocol: it never asks where the kernel runs.
+An execution started with the framework's call id waits in its executor when an MCP call needs a
+decision the framework takes *outside* the tool call, and is found again by that id
+(``executor.reattach(call_id)``) from any adapter instance.
 """
 
 from __future__ import annotations
@@ -14,23 +14,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import (
-    ExecutionCancelled,
-    ExecutionTimeout,
-    ExecutorBusy,
-    KernelDied,
-    ServiceError,
-)
-from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult
-from ipybox_core.remote import RemoteExecutor, RemoteSessions
+from ipybox_core.errors import ExecutorBusy, IpyboxError
+from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.executor.contract import Executor, Session, SessionSource
+
+__all__ = ["Executor", "Session", "SessionSource"]
 
 logger = logging.getLogger(__name__)
-
-Executor = CodeExecutor | RemoteExecutor
-"""A conversation's executor: in this process, or in an ipybox service (``RemoteSessions``)."""
 
 EXECUTE_CODE_DESCRIPTION = (
     "Execute Python code in a stateful IPython kernel and return its output. Variables, imports and "
@@ -58,15 +51,8 @@ A failing tool raises `ToolError`. Use `help(function)` for a tool's full docume
 
 NO_TOOLS_NOTE = "No MCP tools are registered yet: only plain Python is available.\n"
 
-BUSY_MESSAGE = (
-    "Error: another execute_code call is still running or waiting for the user's approval. "
-    "Wait for its result before calling execute_code again; do not call it in parallel."
-)
-
-ABANDONED_MESSAGE = (
-    "Note: the earlier execute_code call was abandoned without a decision; its pending tool call did not "
-    "run and the rest of that code was stopped. Kernel state from before that call is kept."
-)
+BUSY_MESSAGE = protocol.BUSY_MESSAGE
+ABANDONED_MESSAGE = protocol.MOVED_ON_MESSAGE
 """What the model is told when the conversation moved on while an execute_code call waited."""
 
 
@@ -74,72 +60,22 @@ DEFAULT_SESSION_KEY = "default"
 """The conversation key used when the framework names no conversation."""
 
 
-@runtime_checkable
-class Session(Protocol):
-    """One conversation's kernel, as a :class:`SessionSource` hands it out."""
-
-    @property
-    def key(self) -> str: ...
-
-    @property
-    def executor(self) -> Executor: ...
-
-    def take_restart_notice(self) -> str | None:
-        """A sentence for the model when this conversation's kernel was restarted (once), else None."""
-        ...
-
-
-@runtime_checkable
-class SessionSource(Protocol):
-    """Hands out one session (kernel) per conversation key: ``ipybox_core.Sessions`` is one."""
-
-    async def session(self, key: str) -> Session: ...
-
-    def api_reference(self, *, max_chars: int | None = None) -> str: ...
-
-
-@dataclass(frozen=True)
-class _SharedSession:
-    key: str
-    executor: CodeExecutor
-
-    def take_restart_notice(self) -> str | None:
-        return None
-
-
 class Conversations:
-    """What an adapter was given, as sessions by conversation key.
+    """What an adapter was given, as sessions by conversation key (``"default"`` when the framework
+    names no conversation)."""
 
-    A :class:`CodeExecutor` is one session shared by every conversation (parked executions are still
-    keyed by conversation); a :class:`SessionSource` gives each conversation key its own.
-    """
-
-    def __init__(self, source: CodeExecutor | SessionSource) -> None:
-        if isinstance(source, CodeExecutor):
-            self.executor: CodeExecutor | None = source
-            self.source: SessionSource | None = None
-        elif isinstance(source, SessionSource):
-            self.executor = None
-            self.source = source
-        else:
-            raise TypeError(f"expected a CodeExecutor or a Sessions object, got {type(source).__name__}")
-
-    @property
-    def in_service(self) -> bool:
-        """True when the kernels live in an ipybox service (``RemoteSessions``)."""
-        return isinstance(self.source, RemoteSessions)
+    def __init__(self, source: SessionSource) -> None:
+        if not isinstance(source, SessionSource):
+            raise TypeError(
+                f"expected a CodeExecutor, Sessions or RemoteSessions object, got {type(source).__name__}"
+            )
+        self.source = source
 
     async def session(self, key: str | None) -> Session:
-        key = key or DEFAULT_SESSION_KEY
-        if self.source is not None:
-            return await self.source.session(key)
-        assert self.executor is not None
-        return _SharedSession(key, self.executor)
+        return await self.source.session(key or DEFAULT_SESSION_KEY)
 
     def prompt_section(self, *, max_chars: int | None = None) -> str:
-        return prompt_section(
-            self.executor if self.executor is not None else self.source, max_chars=max_chars
-        )
+        return prompt_section(self.source, max_chars=max_chars)
 
 
 def parked_key(conversation: str, call_id: str) -> str:
@@ -147,17 +83,12 @@ def parked_key(conversation: str, call_id: str) -> str:
     return f"{conversation}\x00{call_id}"
 
 
-def prompt_section(source: CodeExecutor | SessionSource | None, *, max_chars: int | None = None) -> str:
+def prompt_section(source: SessionSource | None, *, max_chars: int | None = None) -> str:
     """Kernel guidance plus ``source.api_reference()``: what an agent's instructions need.
 
     Computed on every call, so servers registered later appear in the next prompt.
     """
-    if isinstance(source, CodeExecutor):
-        reference = source.api_reference(max_chars=max_chars) if source.servers else NO_TOOLS_NOTE
-    elif source is not None:
-        reference = source.api_reference(max_chars=max_chars) or NO_TOOLS_NOTE
-    else:
-        reference = NO_TOOLS_NOTE
+    reference = (source.api_reference(max_chars=max_chars) if source is not None else "") or NO_TOOLS_NOTE
     return f"{KERNEL_GUIDE}\n## Python API of the MCP tools\n\n{reference}"
 
 
@@ -194,54 +125,39 @@ def start_execution(
 ) -> Execution | None:
     """Start ``code``, or return ``None`` when the executor is busy (tell the model: BUSY_MESSAGE).
 
-    ``call_id`` (the framework's call id) names the execution in an ipybox service, so that another
-    process can :func:`reattach` to it.
+    ``call_id`` (the framework's call id) names the execution, so that :func:`reattach` finds it
+    again from any adapter instance (over an ipybox service: from any process).
     """
     try:
-        if isinstance(executor, RemoteExecutor):
-            return executor.stream(code, timeout=timeout, call_id=call_id)
-        return executor.stream(code, timeout=timeout)
+        return executor.stream(code, timeout=timeout, call_id=call_id)
     except ExecutorBusy:
         return None
 
 
-async def cancel_in_service(
-    source: CodeExecutor | SessionSource | None,
+async def cancel_waiting(
+    source: SessionSource,
     key: str,
     *,
     calls: Collection[str] | None = None,
     keep: Collection[str] = (),
     reason: str | None = None,
 ) -> int:
-    """When the kernels live in an ipybox service (``RemoteSessions``): cancel what waits there for
-    an approval in conversation ``key``, parked by any process (only ``calls`` if given, never
-    ``keep``); returns how many. Always 0 for kernels in this process."""
-    if not isinstance(source, RemoteSessions):
-        return 0
+    """Cancel what waits for an approval in conversation ``key``, started by any adapter instance
+    (over an ipybox service: by any process): only ``calls`` if given, never ``keep``. Returns how many."""
     session = await source.session(key or DEFAULT_SESSION_KEY)
     try:
         return await session.executor.cancel_waiting(calls=calls, keep=keep, reason=reason)
-    except ServiceError as error:  # the waiting call stays until its approval times out
-        logger.warning("ipybox: could not cancel what waits in the service for %r: %s", key, error)
+    except IpyboxError as error:  # the waiting call stays until its backstop ends it
+        logger.warning("ipybox: could not cancel what waits for %r: %s", key, error)
         return 0
 
 
 async def reattach(executor: Executor, call_id: str) -> Execution | None:
-    """The execution of ``call_id`` that waits in an ipybox service although this process never
-    parked it (it was started by another process), or ``None`` (always, for a local executor)."""
-    if isinstance(executor, RemoteExecutor):
-        return await executor.reattach(call_id)
-    return None
+    """The execution of ``call_id`` that still waits for a decision, started by any adapter
+    instance (over an ipybox service: by any process), or ``None``."""
+    return await executor.reattach(call_id)
 
 
 def describe_failure(error: BaseException) -> str:
-    """A message for the model when an execution did not produce a result."""
-    if isinstance(error, ExecutionTimeout):
-        return f"Error: the code timed out and was interrupted ({error}). Kernel state is kept."
-    if isinstance(error, KernelDied):
-        return (
-            f"Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
-        )
-    if isinstance(error, ExecutionCancelled):
-        return "Error: the execution was cancelled by the application."
-    return f"Error: {type(error).__name__}: {error}"
+    """A message for the model when an execution did not produce a result (its true cause)."""
+    return protocol.failure_text(error)

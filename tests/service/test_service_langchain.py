@@ -18,7 +18,7 @@ from service_kit import TOKEN, Service, count_now, killed_while_waiting, run_app
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.remote import RemoteSessions
 
-GONE = "the execution of this execute_code call is gone"
+GONE = "no longer waits for an approval"
 
 
 def resume(service: Service, db: Path, decision: str) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
         report = resume(restarted, db, "approve")
         assert report["interrupts"] == []
         last = report["tools"][-1]
-        assert GONE in last and "application restarted" in last and "NOT run again" in last
+        assert GONE in last and "ipybox service) restarted" in last and "did not run" in last
         assert not any("count 1" in text for text in report["tools"]), report
     finally:
         assert restarted.stop() == 0

@@ -1,5 +1,6 @@
-"""CodeExecutor and the events of an execution."""
+"""CodeExecutor, the events of an execution, and the protocols adapters type against."""
 
+from ipybox_core.executor.contract import Executor, SessionSource, ToolSummaries
 from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Execution
 from ipybox_core.executor.executor import DEFAULT_TIMEOUT, CodeExecutor, RegisteredServer
@@ -11,6 +12,9 @@ __all__ = [
     "Execution",
     "ExecutionEvent",
     "ExecutionResult",
+    "Executor",
     "OutputChunk",
     "RegisteredServer",
+    "SessionSource",
+    "ToolSummaries",
 ]

@@ -11,6 +11,7 @@ from types import TracebackType
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled
 from ipybox_core.executor.events import ExecutionEvent, ExecutionResult
+from ipybox_core.protocol import CANCELLED_BY_APP
 
 Emit = Callable[[ExecutionEvent], None]
 Driver = Callable[[Emit], Awaitable[ExecutionResult]]
@@ -52,7 +53,8 @@ class Execution:
         self._task: asyncio.Task[None] | None = None
         self._pending: list[ApprovalRequest] = []
         self._exhausted = False
-        self._cancelled = False
+        self._delivered = False  # the result (or the failure) was handed out
+        self._cancelled: str | None = None  # the reason, once cancelled
         self.result: ExecutionResult | None = None
         """The final result, once the execution finished successfully."""
 
@@ -70,8 +72,10 @@ class Execution:
             self._exhausted = True
             raise StopAsyncIteration
         if isinstance(item, _Failed):
-            self._exhausted = True
+            self._exhausted = self._delivered = True
             raise item.error
+        if isinstance(item, ExecutionResult):
+            self._delivered = True
         return item
 
     async def __aenter__(self) -> Execution:
@@ -97,9 +101,24 @@ class Execution:
         return self._task is not None and self._task.done()
 
     @property
+    def delivered(self) -> bool:
+        """True once the result (or the error it ended with) was handed out to a consumer."""
+        return self._delivered
+
+    @property
     def pending_approvals(self) -> list[ApprovalRequest]:
         """Approval requests of this execution that still wait for a decision."""
         return [request for request in self._pending if request.pending]
+
+    def resurface(self) -> None:
+        """Hand out the pending approval requests again, before any event still queued: for a new
+        consumer that picks up an execution whose earlier consumer stopped at a request."""
+        queued: list[ExecutionEvent | _Failed | _End] = []
+        while not self._queue.empty():
+            queued.append(self._queue.get_nowait())
+        again = [request for request in self.pending_approvals if request not in queued]
+        for item in [*again, *queued]:
+            self._queue.put_nowait(item)
 
     async def next_stop(self) -> ApprovalRequest | ExecutionResult:
         """Run until the code needs a decision or finishes (output events are skipped).
@@ -120,24 +139,25 @@ class Execution:
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if isinstance(item, _Failed):
-                self._exhausted = True
+                self._exhausted = self._delivered = True
                 raise item.error
             if isinstance(item, ExecutionResult):
                 result = item
-        self._exhausted = True
+        self._exhausted = self._delivered = True
         if result is None:
             raise RuntimeError("the execution ended without a result")
         return result
 
-    async def cancel(self, reason: str = "the execution was cancelled") -> None:
-        """Interrupt the code, reject its pending approvals and wait until the kernel is idle."""
+    async def cancel(self, reason: str = CANCELLED_BY_APP) -> None:
+        """Interrupt the code, reject its pending approvals (``reason`` is their rejection's, and the
+        :class:`ExecutionCancelled` message) and wait until the kernel is idle."""
         if self._task is None:
             self._exhausted = True
             self._on_finish(self)
             return
         if self._task.done():
             return
-        self._cancelled = True
+        self._cancelled = reason
         for request in self.pending_approvals:
             with contextlib.suppress(Exception):
                 await request.reject(reason)
@@ -160,8 +180,8 @@ class Execution:
             if not isinstance(error, Exception):
                 raise
         else:
-            if self._cancelled:
-                self._queue.put_nowait(_Failed(ExecutionCancelled("the execution was cancelled")))
+            if self._cancelled is not None:
+                self._queue.put_nowait(_Failed(ExecutionCancelled(self._cancelled)))
             else:
                 self.result = result
                 self._queue.put_nowait(result)

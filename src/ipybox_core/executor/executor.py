@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +24,7 @@ from ipybox_core.codegen import (
     remove_server_package,
 )
 from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
+from ipybox_core.executor._conversation import ConversationExecutor, SharedSession
 from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
@@ -33,9 +34,11 @@ from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
+from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
 from ipybox_core.toolserver import ToolServer
 
 DEFAULT_TIMEOUT = 120.0
+ABANDONED_AFTER = "abandoned: nobody decided this call within {delay:g} s (the executor's abandon_after)"
 DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds an MCP call may take by default (half the execution timeout when that is shorter)."""
 NO_APPROVER = (
@@ -100,6 +103,11 @@ class CodeExecutor:
     """
 
     _shared: SharedTools | None = None  # set by _share_tools (a Sessions' executors)
+    abandon_after: float | None = DEFAULT_ABANDON_AFTER
+    """The in-process backstop: an approval of an execution started with a ``call_id`` that stays
+    undecided this long (default 15 minutes) cancels the execution (its pending call never runs).
+    Adapters cancel at once when a conversation moves on; this only catches one that never comes
+    back. ``None``: no backstop (the approval waits until decided or ``approval_timeout``)."""
 
     def __init__(
         self,
@@ -166,6 +174,7 @@ class CodeExecutor:
         self._toolserver: ToolServer | None = None
         self._runtime_dir: Path | None = None
         self._execution: Execution | None = None
+        self._call: tuple[str, Execution] | None = None  # the last execution started with a call id
         self._stale_modules: set[str] = set()  # generated modules the kernel must forget
         self._state: str = "new"
 
@@ -272,10 +281,29 @@ class CodeExecutor:
         return dict(self._servers)
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
-        """Compact Python signatures of the registered tools, for an agent's prompt."""
+        """Compact Python signatures of the registered tools, for an agent's prompt (``""``: none)."""
         names = servers if servers is not None else sorted(self._servers)
+        if not names:
+            return ""
         packages = [self._servers[name].package for name in names]
         return api_reference(packages, max_chars=max_chars, package=self.api_root.name)
+
+    def tool_summaries(self) -> dict[str, dict[str, str]]:
+        """The registered MCP tools by server and name, each with its one-line summary."""
+        return {
+            name: {tool.tool: tool.summary for tool in server.package.tools}
+            for name, server in self._servers.items()
+        }
+
+    def tool_description(self, server: str, tool: str) -> str | None:
+        """The full description of a registered MCP tool (``None``: unknown or undescribed)."""
+        registered = self._servers.get(server)
+        if registered is None:
+            return None
+        try:
+            return registered.package.tool(tool).description or None
+        except KeyError:
+            return None
 
     # --- execution --------------------------------------------------------------------------
 
@@ -285,7 +313,12 @@ class CodeExecutor:
         return self._execution is not None and not self._execution.done
 
     def stream(
-        self, code: str, *, timeout: float | None = None, wall_timeout: float | None = None
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        wall_timeout: float | None = None,
+        call_id: str | None = None,
     ) -> Execution:
         """Run ``code``; iterate the result for :class:`OutputChunk`, :class:`DisplayOutput`,
         :class:`ApprovalRequest` events and finally the :class:`ExecutionResult`.
@@ -293,6 +326,9 @@ class CodeExecutor:
         Raises :class:`ExecutorBusy` if another execution is still running: executions are not
         queued. ``timeout`` defaults to the executor's; time waiting for approval is not counted.
         ``wall_timeout`` (default: the executor's) is a wall-clock cap that counts everything.
+        ``call_id`` (e.g. a framework's tool call id) names the execution: while it waits for a
+        decision, :meth:`reattach` finds it again from anywhere in this process, and
+        :attr:`abandon_after` is its backstop.
         """
         self._check_running()
         if self.busy:
@@ -303,11 +339,53 @@ class CodeExecutor:
         wall_limit = wall_timeout if wall_timeout is not None else self.wall_timeout
 
         async def drive(emit: Emit) -> ExecutionResult:
-            return await self._drive(code, limit, wall_limit, emit)
+            return await self._drive(code, limit, wall_limit, emit, execution if call_id else None)
 
         execution = Execution(drive, self._finished, self._interrupt)
         self._execution = execution
+        self._call = (call_id, execution) if call_id is not None else None
         return execution
+
+    async def reattach(self, call_id: str) -> Execution | None:
+        """The execution started under ``call_id`` that still waits (or ended without anyone seeing
+        its result, e.g. its approval expired and the code went on), its pending approval requests
+        handed out again as its next events: an adapter instance other than the one that started it
+        picks it up (a web app that builds its agent per request); ``None`` when there is none."""
+        if self._call is None or self._call[0] != call_id:
+            return None
+        execution = self._call[1]
+        if execution.done and execution.delivered:
+            return None
+        execution.resurface()
+        return execution
+
+    async def cancel_waiting(
+        self,
+        *,
+        calls: Collection[str] | None = None,
+        keep: Collection[str] = (),
+        reason: str | None = None,
+        scope: str | None = None,
+    ) -> int:
+        """Cancel the execution started with a call id that waits for a decision (only if its call
+        id is in ``calls`` when given, never if in ``keep``, only if it starts with ``scope`` when
+        given); its pending calls are rejected with ``reason``. Returns how many (0 or 1)."""
+        if self._call is None:
+            return 0
+        call_id, execution = self._call
+        if execution.done or not execution.pending_approvals:
+            return 0
+        if (calls is not None and call_id not in calls) or call_id in keep:
+            return 0
+        if scope is not None and not call_id.startswith(scope):
+            return 0
+        await execution.cancel(reason or MOVED_ON)
+        return 1
+
+    async def session(self, key: str) -> SharedSession:
+        """Conversation ``key`` of this executor: every conversation shares its kernel, each has
+        its own call ids (an adapter given one executor sees it as a source of sessions)."""
+        return SharedSession(key, ConversationExecutor(self, key))
 
     async def execute(
         self, code: str, *, timeout: float | None = None, approve_all: bool = False
@@ -463,7 +541,12 @@ class CodeExecutor:
         return await GatewayKernel.start(gateway, config, env_files=env_files)
 
     async def _drive(
-        self, code: str, timeout: float | None, wall_timeout: float | None, emit: Emit
+        self,
+        code: str,
+        timeout: float | None,
+        wall_timeout: float | None,
+        emit: Emit,
+        backstopped: Execution | None,
     ) -> ExecutionResult:
         assert self._kernel is not None
         kernel = self._kernel
@@ -492,6 +575,8 @@ class CodeExecutor:
             await kernel.output_reached(request.output_mark)
             if request.pending:
                 emit(request)
+                if backstopped is not None and self.abandon_after is not None:
+                    _backstop(request, backstopped, self.abandon_after)
 
         if self._stale_modules:
             await self._refresh_modules()
@@ -526,6 +611,23 @@ class CodeExecutor:
         self._stale_modules.clear()
         with contextlib.suppress(KernelDied):
             await self._kernel.run(code, silent=True)
+
+
+def _backstop(request: ApprovalRequest, execution: Execution, delay: float) -> None:
+    """Cancel ``execution`` if ``request`` is still undecided after ``delay`` seconds."""
+    loop = asyncio.get_running_loop()
+
+    def expire() -> None:
+        if request.pending and not execution.done:
+            task = loop.create_task(execution.cancel(ABANDONED_AFTER.format(delay=delay)))
+            _expiring.add(task)
+            task.add_done_callback(_expiring.discard)
+
+    timer = loop.call_later(delay, expire)
+    request.add_done_callback(lambda _: timer.cancel())
+
+
+_expiring: set[asyncio.Task[None]] = set()
 
 
 def _gateway_config(gateway: str | GatewayConfig | None, token: str | None) -> GatewayConfig | None:

@@ -10,31 +10,11 @@ from typing import Any
 from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredResult
 
 from ipybox_core import protocol
-from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import (
-    ApprovalError,
-    CodeError,
-    ExecutionCancelled,
-    ExecutionGone,
-    ExecutionTimeout,
-    ExecutorBusy,
-    KernelDied,
-    ServiceError,
-)
+from ipybox_core.errors import CodeError, ExecutorBusy
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit
-from ipybox_core.mcp.types import ToolAnnotations
 from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
-
-_ERRORS: dict[str, type[Exception]] = {
-    "busy": ExecutorBusy,
-    "gone": ExecutionGone,
-    "decided": ApprovalError,
-    "timeout": ExecutionTimeout,
-    "kernel_died": KernelDied,
-    "cancelled": ExecutionCancelled,
-    "unavailable": ServiceError,
-}
+from ipybox_core.suspended import MOVED_ON
 
 
 class RemoteExecutor:
@@ -53,6 +33,7 @@ class RemoteExecutor:
         self.session = session
         self._api_reference = api_reference
         self._active: Execution | None = None
+        self._active_call: str | None = None  # the call id the active execution runs under
 
     @property
     def busy(self) -> bool:
@@ -66,7 +47,7 @@ class RemoteExecutor:
     def stream(self, code: str, *, timeout: float | None = None, call_id: str | None = None) -> Execution:
         """Run ``code``; ``call_id`` names the call so another process can :meth:`reattach` to it."""
         if self.busy:
-            raise ExecutorBusy("another execution of this session is still running or waiting")
+            raise ExecutorBusy(protocol.BUSY_MESSAGE)
         arguments: dict[str, Any] = {"code": code}
         if timeout is not None:
             arguments["timeout"] = timeout
@@ -76,10 +57,17 @@ class RemoteExecutor:
                 self.session, arguments=arguments, call=call_id, on_output=_chunks(emit)
             )
 
-        return self._execution(first, arguments)
+        return self._execution(first, arguments, call_id)
 
     async def reattach(self, call_id: str) -> Execution | None:
-        """The execution parked under ``call_id`` in this session (from any process), or ``None``."""
+        """The execution parked under ``call_id`` in this session (from any process), or ``None``.
+
+        Started here and still waiting: that execution, its pending approval handed out again;
+        otherwise the service's, picked up with its pending question."""
+        active = self._active
+        if active is not None and not active.done and self._active_call == call_id:
+            active.resurface()
+            return active
         arguments: dict[str, Any] = {"code": ""}
         first = await self._connection.execute(self.session, arguments=arguments, call=call_id, resume=True)
         if _error_kind(first) == "gone":
@@ -88,7 +76,7 @@ class RemoteExecutor:
         async def again(emit: Emit) -> Round:
             return first
 
-        return self._execution(again, arguments)
+        return self._execution(again, arguments, call_id)
 
     async def cancel_waiting(
         self,
@@ -100,15 +88,32 @@ class RemoteExecutor:
         """Cancel this session's executions that wait for an approval in the service, started by
         any process: those of ``calls`` if given, never those of ``keep`` (e.g. the conversation
         moved on). Their pending MCP calls never run; returns how many were cancelled."""
-        return await self._connection.cancel_waiting(self.session, calls=calls, keep=keep, reason=reason)
+        cancelled = await self._connection.cancel_waiting(self.session, calls=calls, keep=keep, reason=reason)
+        active, call = self._active, self._active_call
+        chosen = call is not None and (calls is None or call in calls) and call not in keep
+        if active is not None and not active.done and chosen:
+            await active.cancel(reason or MOVED_ON)  # this process's handle of a cancelled call
+        return cancelled
 
     async def reset(self) -> None:
         """Restart the session's kernel on the service (state lost, MCP servers kept)."""
         await self._connection.call_tool(self.session, "reset", {})
 
+    def tool_summaries(self) -> None:
+        """``None``: the service's tools are learned from its approval requests."""
+        return None
+
+    def tool_description(self, server: str, tool: str) -> None:
+        """``None``: the service's reference is the API text (:meth:`api_reference`)."""
+        return None
+
+    async def aclose(self) -> None:
+        """Nothing to release: the kernel and what waits in it stay in the service (closing the
+        connection is :meth:`RemoteSessions.aclose`'s)."""
+
     # --- rounds ---------------------------------------------------------------------------------
 
-    def _execution(self, first: Any, arguments: dict[str, Any]) -> Execution:
+    def _execution(self, first: Any, arguments: dict[str, Any], call_id: str | None) -> Execution:
         """An execution over rounds; every retry resends ``arguments`` (the service's request
         state is bound to the call it was issued for)."""
         cancelled = asyncio.Event()
@@ -145,7 +150,7 @@ class RemoteExecutor:
             cancelled.set()
 
         execution = Execution(drive, self._finished, cancel)
-        self._active = execution
+        self._active, self._active_call = execution, call_id
         return execution
 
     async def _rounds(
@@ -161,7 +166,7 @@ class RemoteExecutor:
         while isinstance(reply, InputRequiredResult):
             key = next(iter(reply.input_requests or {}), "")
             state = reply.request_state or ""
-            request = _approval_request(protocol.meta_value(reply.meta, protocol.APPROVAL))
+            request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
             waiting.append((key, state))
             emit(request)
             decision = await request.wait()
@@ -197,22 +202,6 @@ def _chunks(emit: Emit) -> OnOutput:
     return on_output
 
 
-def _approval_request(data: object) -> ApprovalRequest:
-    if not isinstance(data, dict):
-        raise ServiceError(
-            "the service asked a question that is not an ipybox approval (is it ipybox serve?)"
-        )
-    request = ApprovalRequest(
-        kind=data["kind"],
-        server=data["server"],
-        tool=data["tool"],
-        args=dict(data["args"]),
-        annotations=ToolAnnotations(**data.get("annotations", {})),
-    )
-    request.id = str(data["id"])
-    return request
-
-
 def _error_kind(reply: Round) -> str | None:
     if not isinstance(reply, CallToolResult) or not reply.is_error:
         return None
@@ -223,9 +212,8 @@ def _error_kind(reply: Round) -> str | None:
 def _result(reply: Round) -> ExecutionResult:
     assert isinstance(reply, CallToolResult)
     texts = [getattr(block, "text", "") for block in reply.content if getattr(block, "type", "") == "text"]
-    kind = _error_kind(reply)
-    if kind is not None:
-        raise _ERRORS.get(kind, ServiceError)("\n".join(texts))
+    if _error_kind(reply) is not None:
+        raise protocol.decode_error(protocol.meta_value(reply.meta, protocol.ERROR), "\n".join(texts))
     images = [protocol.png_of(block.data) for block in reply.content if isinstance(block, ImageContent)]
     data = protocol.meta_value(reply.meta, protocol.RESULT)
     if not isinstance(data, dict):

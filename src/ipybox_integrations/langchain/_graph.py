@@ -20,10 +20,10 @@ from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import ExecutionResult
-from ipybox_core.remote import RemoteExecutor
 from ipybox_core.suspended import MOVED_ON
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
@@ -59,11 +59,8 @@ _TASK_ID_KEY = "__pregel_task_id"
 _RESUME_CHANNEL = "__resume__"
 _INTERRUPT_CHANNEL = "__interrupt__"
 
-LOST_MESSAGE = (
-    "Error: the execution of this execute_code call is gone: it waited for approval longer than allowed "
-    "and was cancelled, or the application restarted. Its code was NOT run again. Check the kernel "
-    "state and run the code again if it is still needed."
-)
+LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
+"""Told when an answered call finds no execution in this process (nothing outlives the process)."""
 
 
 def interrupts_available() -> bool:
@@ -88,7 +85,7 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
             found = await _reattach(settings, store, thread_id, tool_call_id, shown)
             if isinstance(found, list):
                 return found  # it finished meanwhile
-            if found is None and answered:  # its execution was cancelled, or the application restarted
+            if found is None and answered:  # nothing waits for this call any more
                 raise ExecuteCodeError(LOST_MESSAGE)
             parked = found
         if parked is None:
@@ -169,28 +166,23 @@ async def _reattach(
     tool_call_id: str,
     shown: object,
 ) -> Parked | ContentBlocks | None:
-    """This call's execution from the ipybox service, when another process parked it there.
+    """This call's execution from its executor, when another tool instance (over an ipybox
+    service: another process) left it waiting there.
 
-    ``None`` when the executor is local (nothing to reattach); content when it finished meanwhile;
-    :data:`LOST_MESSAGE` when the service has none for this call (cancelled, expired, or the service
-    restarted): the code is not run again. The parked call counts the answers LangGraph stored for
-    this call; its pending question counts as shown (an answer to it applies) only if the
-    checkpoint's last interrupt of this call asked about the same MCP call, else it is asked again.
+    Content when it finished meanwhile (or the cause it ended with, as an error); ``None`` when
+    nothing waits for this call. The parked call counts the answers
+    LangGraph stored for this call; its pending question counts as shown (an answer to it applies)
+    only if the checkpoint's last interrupt of this call asked about the same MCP call, else it is
+    asked again.
     """
-    if settings.conversations.executor is not None:
-        return None  # one local executor: nothing outlives this process
     session = await settings.conversations.session(thread_id)
-    if not isinstance(session.executor, RemoteExecutor):
-        return None  # its restart notice stays for _start
     try:
         execution = await reattach(session.executor, tool_call_id)
         stop = None if execution is None else await execution.next_stop()
-    except ServiceError as error:  # includes ExecutionGone: nothing waits for this call in the service
-        raise ExecuteCodeError(LOST_MESSAGE) from error
-    except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        raise ExecuteCodeError(describe_failure(error)) from error
+    except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:
-        raise ExecuteCodeError(LOST_MESSAGE)
+        return None  # an answer for it is lost (LOST_MESSAGE); a question only shown is asked anew
     if isinstance(stop, ExecutionResult):
         return result_content(stop)
     answered = len(_stored_answers())

@@ -16,9 +16,8 @@ from typing import Any
 
 from langgraph.config import get_config
 
-from ipybox_core.executor import CodeExecutor
 from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
-from ipybox_integrations._session import SessionSource, cancel_in_service
+from ipybox_integrations._session import SessionSource, cancel_waiting
 
 CANCELLED_REASON = "cancelled by the application"
 EXPIRED_REASON = "the approval request was not answered in time"
@@ -42,10 +41,10 @@ Parked = SuspendedExecution[CallState]
 """One ``execute_code`` call whose execution lives across graph runs (``request``: the open question)."""
 Store = SuspendedExecutions[CallState]
 
-_STORES: weakref.WeakKeyDictionary[CodeExecutor | SessionSource, Store] = weakref.WeakKeyDictionary()
+_STORES: weakref.WeakKeyDictionary[SessionSource, Store] = weakref.WeakKeyDictionary()
 
 
-def suspended_of(source: CodeExecutor | SessionSource) -> Store:
+def suspended_of(source: SessionSource) -> Store:
     """The suspended calls of ``source`` (shared by every tool and middleware built on it)."""
     store = _STORES.get(source)
     if store is None:
@@ -74,19 +73,19 @@ def discard(store: Store, parked: Parked) -> None:
 
 
 async def cancel_suspended(
-    executor: CodeExecutor | SessionSource, *, thread_id: str | None = None, reason: str | None = None
+    executor: SessionSource, *, thread_id: str | None = None, reason: str | None = None
 ) -> int:
     """Cancel the executions that wait for an approval (of ``thread_id``, or all); returns how many.
 
     :class:`CodeActionMiddleware` does this itself when new input arrives on a thread; call it in a
-    hand-built graph when a user leaves a pending approval unanswered and moves on. With
-    ``RemoteSessions`` and a ``thread_id``, what waits in the service for that thread is cancelled
-    too, whichever process started it.
+    hand-built graph when a user leaves a pending approval unanswered and moves on. With a
+    ``thread_id``, what waits in the thread's executor is cancelled too, whichever tool instance
+    (with ``RemoteSessions``: whichever process) started it.
     """
     cancelled = await suspended_of(executor).cancel_all(
         reason or CANCELLED_REASON,
         where=None if thread_id is None else lambda parked: parked.context.thread_id == thread_id,
     )
     if thread_id:
-        cancelled += await cancel_in_service(executor, thread_id)
+        cancelled += await cancel_waiting(executor, thread_id, reason=reason or CANCELLED_REASON)
     return cancelled

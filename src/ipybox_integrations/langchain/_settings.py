@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
 
-from ipybox_core.executor import CodeExecutor
 from ipybox_integrations._session import Conversations, Session, SessionSource
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 
@@ -17,7 +16,7 @@ ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
 
 @dataclass(frozen=True)
 class ToolSettings:
-    source: CodeExecutor | SessionSource
+    source: SessionSource
     """One executor shared by every thread, or ``Sessions`` (one kernel per thread)."""
     allowed_decisions: tuple[DecisionName, ...]
     approval_callback: ApprovalCallback | None

@@ -10,9 +10,8 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from ipybox_core.executor import CodeExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
-from ipybox_integrations._session import Conversations, SessionSource
+from ipybox_core.suspended import MOVED_ON
+from ipybox_integrations._session import Conversations, Executor, SessionSource
 from ipybox_integrations.langchain._history import close_abandoned_calls
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of, thread_of
@@ -40,19 +39,19 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(
         self,
-        executor: CodeExecutor | SessionSource,
+        executor: SessionSource,
         *,
         approval_callback: ApprovalCallback | None = None,
         allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
         describe: Describe | None = None,
         timeout: float | None = None,
-        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+        abandon_after: float | None = None,
         prompt: bool = True,
         reference_max_chars: int | None = None,
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
-        self.executor: CodeExecutor | None = self.conversations.executor
+        self.executor: Executor | None = executor if isinstance(executor, Executor) else None
         """The one executor every thread uses (``None`` when given ``Sessions``)."""
         self._source = executor
         self.prompt = prompt

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
-from ipybox_core.executor import CodeExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, SessionSource
 from ipybox_integrations.langchain._callback import run_with_callback
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
@@ -21,13 +19,13 @@ TOOL_NAME = "execute_code"
 
 
 def execute_code_tool(
-    executor: CodeExecutor | SessionSource,
+    executor: SessionSource,
     *,
     approval_callback: ApprovalCallback | None = None,
     allowed_decisions: Sequence[DecisionName] = ("approve", "reject"),
     describe: Describe | None = None,
     timeout: float | None = None,
-    abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+    abandon_after: float | None = None,
 ) -> BaseTool:
     """The ``execute_code`` tool: runs Python in a kernel, each MCP call approved by a human.
 
@@ -43,7 +41,9 @@ def execute_code_tool(
     the ``HITLResponse``. The tool is async only.
 
     ``timeout`` bounds each execution (default: the executor's; time waiting for a decision does not
-    count). An execution left waiting for an answer longer than ``abandon_after`` seconds is cancelled.
+    count). The backstop for an approval nobody answers belongs to where the execution lives (a
+    ``CodeExecutor``'s ``abandon_after``, 15 minutes; the service's ``--approval-timeout`` for
+    ``RemoteSessions``); ``abandon_after`` (seconds) cancels a call left waiting that long sooner.
     """
     settings = ToolSettings(
         source=executor,

@@ -1,20 +1,19 @@
 """Runs code in the executor, one nested "model turn" per stop: an MCP call to approve, or the end.
 
 The hidden kernel agent's :class:`KernelModel` asks :meth:`KernelDriver.step` what it "generates".
-A fresh ``execute_code`` invocation starts the code in its conversation's executor; each held MCP
-call becomes a function call of the matching proxy tool (call id ``ipybox-<execution>-<n>``) and the
-execution is parked under (conversation, that id). When the SDK resumes with the proxy's output,
-the driver rejects the request if the proxy did not run (the user rejected it; the output is the
-rejection message) and continues the parked execution to its next stop. The finished execution
-becomes the nested run's final message.
+A fresh ``execute_code`` invocation starts the code in its conversation's executor under the outer
+``execute_code`` call id; each held MCP call becomes a function call of the matching proxy tool
+(call id ``ipybox-<approval id>``) and the execution is parked under (conversation, that id). When
+the SDK resumes with the proxy's output, the driver rejects the request if the proxy did not run
+(the user rejected it; the output is the rejection message) and continues the parked execution to
+its next stop. The finished execution becomes the nested run's final message.
 
-On an executor of an ipybox service (``RemoteSessions``) the nested call id is
-``ipybox-<approval id>`` (the service's id of the request), and the execution is started under the
-outer ``execute_code`` call id: another process resuming the ``RunState`` picks the execution up
-from the service by that call id (``CodeActionTool`` does, before the nested run resumes) and parks
-it here under the same nested call id, so a decision only ever answers the approval it was taken
-for. Such an executor's proxies are learned from the requests: the first request of a tool is
-shown again (``ipybox-<approval id>-again``) once the SDK has reported its proxy missing
+Another tool instance resuming the ``RunState`` (over an ipybox service: another process) picks the
+execution up from its executor by the outer call id (``CodeActionTool`` does, before the nested run
+resumes) and parks it here under the same nested call id, so a decision only ever answers the
+approval it was taken for. When the executor does not list its tools in advance (an ipybox
+service's), the proxies are learned from the requests: the first request of a tool is shown again
+(``ipybox-<approval id>-again``) once the SDK has reported its proxy missing
 (:data:`PROXY_MISSING`), in the next nested turn.
 """
 
@@ -24,7 +23,6 @@ import contextlib
 import inspect
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
@@ -32,10 +30,10 @@ from agents import TResponseInputItem
 from agents.items import TResponseOutputItem
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, IpyboxError
 from ipybox_core.executor import Execution, ExecutionEvent, ExecutionResult
-from ipybox_core.remote import RemoteExecutor
 from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, render_result, start_execution
 from ipybox_integrations.openai_agents._invocation import (
@@ -52,17 +50,7 @@ EventHook: TypeAlias = Callable[[ExecutionEvent], "Awaitable[None] | None"]
 """Receives every event of an execution as it happens (output, displays, approval requests, result)."""
 
 CALL_PREFIX = "ipybox-"
-LOST_MESSAGE = (
-    "Error: the execution that waited for this approval no longer exists (it was cancelled or "
-    "abandoned, the executor was closed, or the state was resumed in another process). The rest of "
-    "its code did not run; check the kernel state before continuing."
-)
-GONE_MESSAGE = (
-    "Error: the execution that waited for this approval is gone from the ipybox service (nobody "
-    "answered in time, the session was reset or closed, or the service restarted). The decision "
-    "was not applied and the rest of its code did not run; check the kernel state (it may be a "
-    "fresh kernel) before running the code again."
-)
+LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
 UNREACHABLE_MESSAGE = (
     "Error: the execution that waited for this approval could not be resumed: the ipybox service "
     "did not answer ({error}). The decision was not applied and the rest of its code did not run "
@@ -117,7 +105,7 @@ class KernelDriver:
         if execution is None:
             return [_message(BUSY_MESSAGE)]
         invocation.execution = execution
-        return await self._advance(uuid.uuid4().hex[:12], 0, execution, invocation)
+        return await self._advance(execution, invocation)
 
     async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
         key = invocation.parked_key(call_id)
@@ -139,8 +127,7 @@ class KernelDriver:
             with contextlib.suppress(ApprovalError):
                 await request.reject(output or DEFAULT_REJECTION)
         invocation.execution = parked.execution
-        execution_id, count = _parse_call_id(call_id) if _is_local(invocation) else ("", 0)
-        return await self._advance(execution_id, count, parked.execution, invocation)
+        return await self._advance(parked.execution, invocation)
 
     def _reattached(self, invocation: Invocation) -> ResponseFunctionToolCall | None:
         """The question of the execution this invocation picked up from the service, while it
@@ -150,14 +137,12 @@ class KernelDriver:
             return None
         return _function_call(parked.context.nested_call_id, parked.request)
 
-    async def _advance(
-        self, execution_id: str, count: int, execution: Execution, invocation: Invocation
-    ) -> list[TResponseOutputItem]:
+    async def _advance(self, execution: Execution, invocation: Invocation) -> list[TResponseOutputItem]:
         try:
             async for event in execution:
                 await self._notify(event)
                 if isinstance(event, ApprovalRequest):
-                    if self._ask and not _is_local(invocation) and self._proxies.learn(event):
+                    if self._ask and invocation.learns_tools and self._proxies.learn(event):
                         self._on_tools_changed()
                     if not self._ask:
                         with contextlib.suppress(ApprovalError):  # it may have expired already
@@ -166,12 +151,7 @@ class KernelDriver:
                         with contextlib.suppress(ApprovalError):
                             await event.reject(UNKNOWN_TOOL_REASON)
                     else:
-                        count += 1
-                        call_id = (
-                            f"{CALL_PREFIX}{execution_id}-{count}"
-                            if _is_local(invocation)
-                            else remote_call_id(event)
-                        )
+                        call_id = nested_call_id(event)
                         key = invocation.parked_key(call_id)
                         parked = ParkedCall(invocation.conversation, invocation.call_id, call_id)
                         self._suspended.park(key, execution, event, parked)
@@ -195,21 +175,15 @@ class KernelDriver:
             logger.exception("on_event hook failed for %r", event)
 
 
-def remote_call_id(request: ApprovalRequest) -> str:
-    """The nested call id of a request of an ipybox service: its approval id, the same in any process."""
+def nested_call_id(request: ApprovalRequest) -> str:
+    """The nested call id of a request: its approval id (over an ipybox service the same in any process)."""
     return f"{CALL_PREFIX}{request.id}"
 
 
-def _is_local(invocation: Invocation) -> bool:
-    return not isinstance(invocation.executor, RemoteExecutor)
-
-
 def _lost_message(invocation: Invocation) -> str:
-    if _is_local(invocation):
-        return LOST_MESSAGE
     if invocation.service_error is not None:
         return UNREACHABLE_MESSAGE.format(error=invocation.service_error)
-    return GONE_MESSAGE
+    return LOST_MESSAGE
 
 
 def _function_call(call_id: str, request: ApprovalRequest) -> ResponseFunctionToolCall:
@@ -233,11 +207,6 @@ def _message(text: str) -> ResponseOutputMessage:
         status="completed",
         content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
     )
-
-
-def _parse_call_id(call_id: str) -> tuple[str, int]:
-    execution_id, _, count = call_id.removeprefix(CALL_PREFIX).rpartition("-")
-    return execution_id, int(count)
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

@@ -36,6 +36,8 @@ class Invocation:
     """The key of this call's execution picked up from an ipybox service (another process parked it)."""
     service_error: str | None = None
     """Why the service could not be asked for this call's execution, if it could not."""
+    learns_tools: bool = False
+    """True when the executor does not list its tools in advance: proxies come from the requests."""
 
     def parked_key(self, nested_call_id: str) -> str:
         """The key of an execution of this conversation parked under a nested proxy call id."""

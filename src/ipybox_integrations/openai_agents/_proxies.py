@@ -22,7 +22,7 @@ from agents.tool_context import ToolContext
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError
-from ipybox_core.executor import CodeExecutor
+from ipybox_core.executor.contract import ToolSummaries
 from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
 from ipybox_integrations.openai_agents._invocation import ParkedCall, current_invocation
 
@@ -69,24 +69,15 @@ class ProxyTools:
         """Tools of a service's executor seen in approval requests: server -> tool -> description."""
         self.tools: list[FunctionTool] = []
 
-    def sync(self, executor: CodeExecutor) -> bool:
-        """Rebuild :attr:`tools` if the registered tools changed; True when they did."""
-        signature = tuple(
-            sorted(
-                (server.name, tool.tool)
-                for server in executor.servers.values()
-                for tool in server.package.tools
-            )
-        )
+    def sync(self, tools: ToolSummaries) -> bool:
+        """Rebuild :attr:`tools` if the executor's tools changed; True when they did."""
+        signature = tuple(sorted((server, tool) for server, named in tools.items() for tool in named))
         if signature == self._signature:
             return False
         self._build(
             {
-                server.name: {
-                    generated.tool: f"{server.name}.{generated.tool}: {generated.summary}"
-                    for generated in server.package.tools
-                }
-                for server in executor.servers.values()
+                server: {tool: f"{server}.{tool}: {summary}" for tool, summary in named.items()}
+                for server, named in tools.items()
             }
         )
         self._signature = signature

@@ -16,18 +16,17 @@ from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import IpyboxError
-from ipybox_core.executor import CodeExecutor
-from ipybox_core.remote import RemoteExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON, SuspendedExecutions
+from ipybox_core.errors import IpyboxError, ServiceError
+from ipybox_core.suspended import MOVED_ON, SuspendedExecutions
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     DEFAULT_SESSION_KEY,
     EXECUTE_CODE_DESCRIPTION,
     Conversations,
+    Executor,
     SessionSource,
     approval_description,
-    cancel_in_service,
+    cancel_waiting,
     reattach,
     with_notes,
 )
@@ -36,7 +35,7 @@ from ipybox_integrations.openai_agents._driver import (
     PROXY_MISSING,
     EventHook,
     KernelDriver,
-    remote_call_id,
+    nested_call_id,
 )
 from ipybox_integrations.openai_agents._invocation import (
     Invocation,
@@ -105,8 +104,9 @@ class CodeActionTool:
       the SDK itself does not stream approvals (they end the run as interruptions).
     - ``timeout``: bounds each execution (default: the executor's; waiting for a decision does not
       count).
-    - ``abandon_after``: seconds after which an execution still waiting for a decision is cancelled
-      (a backstop, default 15 minutes);
+    - ``abandon_after``: seconds after which this tool cancels an execution still waiting for a
+      decision. By default the backstop belongs to where the execution lives: a ``CodeExecutor``'s
+      ``abandon_after`` (15 minutes), the service's ``--approval-timeout`` for ``RemoteSessions``;
       :meth:`cancel_suspended` (or :meth:`aclose`) cancels waiting executions at once.
 
     With a ``Sessions`` or one executor, the execution waits in this process: resuming works while
@@ -119,7 +119,7 @@ class CodeActionTool:
 
     def __init__(
         self,
-        executor: CodeExecutor | SessionSource,
+        executor: SessionSource,
         *,
         key: ConversationKey | None = None,
         needs_approval: bool | McpApprovalPolicy = True,
@@ -127,13 +127,13 @@ class CodeActionTool:
         name: str = "execute_code",
         description: str = EXECUTE_CODE_DESCRIPTION,
         timeout: float | None = None,
-        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+        abandon_after: float | None = None,
         on_event: EventHook | None = None,
         image_detail: ImageDetail = "auto",
         reference_max_chars: int | None = None,
     ) -> None:
         self.conversations = Conversations(executor)
-        self.executor: CodeExecutor | None = self.conversations.executor
+        self.executor: Executor | None = executor if isinstance(executor, Executor) else None
         """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.key = key
         self.image_detail: ImageDetail = image_detail
@@ -161,8 +161,10 @@ class CodeActionTool:
             tool_error_formatter=_proxy_missing,
         )
         self._kernel_agent: Agent[Any] = Agent(name=f"{name}_ipybox_kernel", model=model)
-        if self.executor is not None:
-            self._sync_tools(self.executor)
+        tools = self.executor.tool_summaries() if self.executor is not None else None
+        if tools is not None:
+            self._proxies.sync(tools)
+            self._refresh_tools()
         tool = self._kernel_agent.as_tool(
             tool_name=name,
             tool_description=description,
@@ -249,7 +251,7 @@ class CodeActionTool:
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
         cancelled = await self.cancel_suspended(reason=MOVED_ON, conversation=conversation)
-        if cancelled + await cancel_in_service(self.conversations.source, conversation):
+        if cancelled + await cancel_waiting(self.conversations.source, conversation, reason=MOVED_ON):
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return list(self._notes.get(conversation, ()))
 
@@ -262,11 +264,14 @@ class CodeActionTool:
         restart = session.take_restart_notice()
         if restart:
             notes.insert(0, restart)
-        if isinstance(session.executor, CodeExecutor):
-            self._sync_tools(session.executor)
+        tools = session.executor.tool_summaries()
+        if tools is not None and self._proxies.sync(tools):
+            self._refresh_tools()
         self._follow_tracing(context)
-        invocation = Invocation(context.tool_call_id, conversation, session.executor)
-        if isinstance(session.executor, RemoteExecutor) and not self._waiting(invocation):
+        invocation = Invocation(
+            context.tool_call_id, conversation, session.executor, learns_tools=tools is None
+        )
+        if not self._waiting(invocation):  # another instance (or process) may have left it waiting
             await self._reattach(session.executor, invocation)
         with invocation_scope(invocation):
             try:
@@ -311,33 +316,32 @@ class CodeActionTool:
             with contextlib.suppress(Exception):
                 await invocation.execution.cancel("execute_code failed")
 
-    async def _reattach(self, executor: RemoteExecutor, invocation: Invocation) -> None:
-        """Pick up this call's execution if it waits in the service for a decision although this
-        process never parked it (another process ran the call until its interruption), and park it
-        here under its nested call id (``ipybox-<approval id>``), as that process did."""
+    async def _reattach(self, executor: Executor, invocation: Invocation) -> None:
+        """Pick up this call's execution if it waits in its executor for a decision although this
+        instance never parked it (another instance, over an ipybox service another process, ran the
+        call until its interruption), and park it here under its nested call id
+        (``ipybox-<approval id>``), as that instance did."""
         try:
             execution = await reattach(executor, invocation.call_id)
             stop = await execution.next_stop() if execution is not None else None
-        except IpyboxError as error:  # ServiceError, and what the execution may end with
+        except ServiceError as error:
             logger.warning("ipybox: could not ask the service for call %s: %s", invocation.call_id, error)
             invocation.service_error = str(error) or type(error).__name__
+            return
+        except IpyboxError:  # it ended meanwhile (cancelled, timed out): nothing waits for a decision
             return
         if execution is None:
             return
         if not isinstance(stop, ApprovalRequest):  # a resume never runs code: it stops at its question
             await execution.cancel("execute_code found no question to answer")
             return
-        nested_call_id = remote_call_id(stop)
-        key = invocation.parked_key(nested_call_id)
-        parked = ParkedCall(invocation.conversation, invocation.call_id, nested_call_id)
+        nested = nested_call_id(stop)
+        key = invocation.parked_key(nested)
+        parked = ParkedCall(invocation.conversation, invocation.call_id, nested)
         self._suspended.park(key, execution, stop, parked)
         invocation.reattached = invocation.waiting_on = key
         invocation.execution = execution
         if self._proxies.learn(stop):
-            self._refresh_tools()
-
-    def _sync_tools(self, executor: CodeExecutor) -> None:
-        if self._proxies.sync(executor):
             self._refresh_tools()
 
     def _refresh_tools(self) -> None:

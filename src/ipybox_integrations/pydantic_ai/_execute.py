@@ -1,13 +1,14 @@
 """What ``execute_code`` does: run code, put every held call through PydanticAI's approvals, suspend.
 
 One ``execute_code`` call runs one :class:`~ipybox_core.executor.Execution` in the kernel of its
-conversation. Each approval request of the code is dispatched as a nested tool call (see
-:mod:`._nested`): a handler capability decides it inline, any number of times per execution. When
-nothing decides it, the execution is parked under (conversation, ``execute_code`` call id) and the
-tool raises ``ApprovalRequired``: the run ends with ``DeferredToolRequests`` while the kernel waits,
-and the next run's ``DeferredToolResults`` resumes the same execution — once per held call, and only
-with an answer naming that call's ``approval_id``. A run of the conversation that no longer carries
-the call (``repair_messages()``, a new history) cancels it at once.
+conversation, started under the ``execute_code`` call id. Each approval request of the code is
+dispatched as a nested tool call (see :mod:`._nested`): a handler capability decides it inline, any
+number of times per execution. When nothing decides it, the tool raises ``ApprovalRequired``: the
+run ends with ``DeferredToolRequests`` while the execution waits in its executor, and the next run's
+``DeferredToolResults`` finds it there by call id (``executor.reattach``, from any ``CodeAction``
+instance: an app may build its agent per request) and resumes it — once per held call, and only with
+an answer naming that call's ``approval_id``. A run of the conversation that no longer carries the
+call (``repair_messages()``, a new history) cancels it at once.
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
-from ipybox_core.executor import CodeExecutor, Execution, ExecutionResult, OutputChunk
-from ipybox_core.suspended import MOVED_ON, SuspendedExecutions
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+from ipybox_core.suspended import ABANDONED, MOVED_ON
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
     Conversations,
     Executor,
     approval_description,
-    cancel_in_service,
+    cancel_waiting,
     describe_failure,
-    parked_key,
     reattach,
     render_result,
     start_execution,
@@ -58,11 +59,7 @@ from ipybox_integrations.pydantic_ai.events import ApprovalDecided, ApprovalRequ
 
 logger = logging.getLogger(__name__)
 
-STALE_APPROVAL_MESSAGE = (
-    "Error: this execute_code call no longer waits for an approval (it was abandoned, cancelled or the "
-    "application restarted), so the approval was not applied. Kernel state is kept; run the remaining "
-    "code again if it is still needed."
-)
+STALE_APPROVAL_MESSAGE = protocol.NOT_WAITING_MESSAGE
 DENIED_REASON = "the user denied this execute_code call"
 FAILED_RUN_REASON = "the agent run that asked for this approval failed"
 
@@ -77,7 +74,7 @@ def default_conversation_key(ctx: RunContext[Any]) -> str | None:
 
 @dataclass(frozen=True)
 class CallRef:
-    """Which conversation and ``execute_code`` call a parked execution belongs to."""
+    """Which conversation and ``execute_code`` call an execution belongs to."""
 
     conversation: str
     call_id: str
@@ -106,9 +103,14 @@ class CodeRunner:
         self.conversations = conversations
         self.key = key or default_conversation_key
         self.timeout = timeout
-        self.suspended: SuspendedExecutions[CallRef] = SuspendedExecutions(abandon_after=abandon_after)
+        self.abandon_after = abandon_after
+        """An explicit backstop of this capability (``None``: the executor's own applies)."""
+        self.parked: dict[tuple[str, str], CallRef] = {}
+        """The calls this instance left waiting for a deferred approval (their executions wait in
+        their executors, where any instance finds them)."""
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._notes: dict[str, list[str]] = {}
-        self._denied: dict[str, None] = {}  # denied calls already cancelled in the service
+        self._denied: dict[tuple[str, str], None] = {}  # denied calls already cancelled
 
     def conversation_of(self, ctx: RunContext[Any]) -> str:
         return self.key(ctx) or "default"
@@ -122,34 +124,36 @@ class CodeRunner:
     async def execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
         conversation = self.conversation_of(ctx)
         call_id = ctx.tool_call_id or "execute_code"
-        key = parked_key(conversation, call_id)
         session = await self.conversations.session(conversation)
+        executor = session.executor
         notes = self._notes.pop(conversation, [])
         restart = session.take_restart_notice()
         if restart:
             notes.insert(0, restart)
-        parked = self.suspended.take(key)  # even if it finished meanwhile (an approval timed out)
-        request = parked.request if parked is not None else None
-        if parked is not None:
-            execution = parked.execution
-        elif ctx.tool_call_approved:  # parked by another process, in an ipybox service?
-            found = await _reattached(session.executor, call_id)
-            if found is None:
-                return with_notes(notes, STALE_APPROVAL_MESSAGE)
+        parked = self._forget(conversation, call_id)
+        request: ApprovalRequest | None = None
+        # A deferred answer (or a history replayed without one) for a call that waits in its
+        # executor, left there by this or any other instance; a busy executor may hold it too.
+        found = None
+        if ctx.tool_call_approved or parked is not None or executor.busy:
+            found = await _reattached(executor, call_id)
+        if found is not None:
             execution, stop = found
-            if isinstance(stop, ExecutionResult):
+            if isinstance(stop, ExecutionResult):  # it finished meanwhile (its approval expired)
                 return _noted(notes, tool_return(stop))
             request = stop
+        elif ctx.tool_call_approved:
+            return with_notes(notes, STALE_APPROVAL_MESSAGE)
         else:
-            started = start_execution(session.executor, code, self.timeout, call_id=call_id)
+            started = start_execution(executor, code, self.timeout, call_id=call_id)
             if started is None:
                 return with_notes(notes, BUSY_MESSAGE)
             execution = started
         ref = CallRef(conversation, call_id, ctx.run_id)
         try:
             if request is not None and request.pending:
-                await self._answer_deferred(ctx, ref, session.executor, execution, request)
-            return _noted(notes, await self._drive(ctx, ref, session.executor, execution))
+                await self._answer_deferred(ctx, ref, executor, execution, request)
+            return _noted(notes, await self._drive(ctx, ref, executor, execution))
         except ApprovalRequired:
             if notes:
                 self._notes.setdefault(conversation, [])[:0] = notes
@@ -251,59 +255,87 @@ class CodeRunner:
         )
 
     def _describe(self, executor: Executor, request: ApprovalRequest) -> str:
-        registered = executor.servers.get(request.server) if isinstance(executor, CodeExecutor) else None
-        if registered is not None:
-            with contextlib.suppress(KeyError):
-                return registered.package.tool(request.tool).description or approval_description(request)
-        return approval_description(request)
+        return executor.tool_description(request.server, request.tool) or approval_description(request)
 
     # --- parking ----------------------------------------------------------------------------
 
     def _park(self, ref: CallRef, execution: Execution, request: ApprovalRequest) -> None:
-        self.suspended.park(parked_key(ref.conversation, ref.call_id), execution, request, ref)
+        """Leave ``execution`` waiting in its executor for the deferred answer."""
+        key = (ref.conversation, ref.call_id)
+        self._forget(*key)
+        self.parked[key] = ref
+        if self.abandon_after is not None:  # the application asked for its own backstop
+            loop = asyncio.get_running_loop()
+            self._timers[key] = loop.call_later(self.abandon_after, self._start_abandoning, ref)
+
+    def _forget(self, conversation: str, call_id: str) -> CallRef | None:
+        timer = self._timers.pop((conversation, call_id), None)
+        if timer is not None:
+            timer.cancel()
+        return self.parked.pop((conversation, call_id), None)
+
+    def _start_abandoning(self, ref: CallRef) -> None:
+        self._forget(ref.conversation, ref.call_id)
+        task = asyncio.ensure_future(
+            cancel_waiting(self.conversations.source, ref.conversation, calls=[ref.call_id], reason=ABANDONED)
+        )
+        _abandoning.add(task)
+        task.add_done_callback(_abandoning.discard)
+
+    async def cancel(self, reason: str | None, where: Callable[[CallRef], bool] | None = None) -> int:
+        """Cancel the waiting calls this instance parked (those ``where`` selects); returns how many."""
+        chosen = [ref for ref in self.parked.values() if where is None or where(ref)]
+        cancelled = 0
+        for ref in chosen:
+            self._forget(ref.conversation, ref.call_id)
+            cancelled += await cancel_waiting(
+                self.conversations.source, ref.conversation, calls=[ref.call_id], reason=reason
+            )
+        return cancelled
 
     async def cancel_denied(self, ctx: RunContext[Any], parts: Iterable[ModelRequestPart]) -> None:
-        """Interrupt parked executions whose ``execute_code`` call was answered with ``ToolDenied``."""
+        """Interrupt waiting executions whose ``execute_code`` call was answered with ``ToolDenied``
+        (parked by any instance; over an ipybox service by any process)."""
         conversation = self.conversation_of(ctx)
-        elsewhere = []  # parked by another process, in an ipybox service
+        denied = []
         for part in parts:
-            if isinstance(part, ToolReturnPart) and part.outcome == "denied":
-                key = parked_key(conversation, part.tool_call_id)
-                parked = self.suspended.take(key)
-                if parked is not None:
-                    await parked.execution.cancel(DENIED_REASON)
-                elif self.conversations.in_service and key not in self._denied:
-                    elsewhere.append(part.tool_call_id)
-                    self._denied[key] = None
+            if not isinstance(part, ToolReturnPart) or part.outcome != "denied":
+                continue
+            key = (conversation, part.tool_call_id)
+            if key not in self._denied:
+                self._forget(*key)
+                denied.append(part.tool_call_id)
+                self._denied[key] = None
         while len(self._denied) > _REMEMBERED_DENIALS:
             del self._denied[next(iter(self._denied))]
-        if elsewhere:
-            await cancel_in_service(
-                self.conversations.source, conversation, calls=elsewhere, reason=DENIED_REASON
-            )
+        if denied:
+            await cancel_waiting(self.conversations.source, conversation, calls=denied, reason=DENIED_REASON)
 
     async def cancel_abandoned(self, ctx: RunContext[Any]) -> int:
-        """At the start of a run: cancel this conversation's parked calls its history no longer carries.
+        """At the start of a run: cancel this conversation's waiting calls its history no longer carries.
 
         A call is still carried while it is an unanswered tool call of the history's last response
         (the run may bring its decision); ``repair_messages()``, a new history or none closes it.
         """
         conversation = self.conversation_of(ctx)
         open_calls = open_tool_calls(ctx.messages)
-        cancelled = await self.suspended.cancel_all(
-            MOVED_ON,
-            where=lambda p: p.context.conversation == conversation and p.context.call_id not in open_calls,
+        for key in [key for key in self.parked if key[0] == conversation and key[1] not in open_calls]:
+            self._forget(*key)
+        cancelled = await cancel_waiting(
+            self.conversations.source, conversation, keep=open_calls, reason=MOVED_ON
         )
-        cancelled += await cancel_in_service(self.conversations.source, conversation, keep=open_calls)
         if cancelled:
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return cancelled
 
     async def cancel_run(self, ctx: RunContext[Any]) -> int:
         """After a failed run: cancel what it parked (no one can answer a run that raised)."""
-        return await self.suspended.cancel_all(
-            FAILED_RUN_REASON, where=lambda p: ctx.run_id is not None and p.context.run_id == ctx.run_id
+        return await self.cancel(
+            FAILED_RUN_REASON, where=lambda ref: ctx.run_id is not None and ref.run_id == ctx.run_id
         )
+
+
+_abandoning: set[asyncio.Future[int]] = set()
 
 
 def open_tool_calls(messages: list[ModelMessage]) -> set[str]:

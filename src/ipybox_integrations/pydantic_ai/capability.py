@@ -17,8 +17,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
-from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, SessionSource
+from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, Executor, SessionSource
 from ipybox_integrations.pydantic_ai._execute import CodeRunner, ConversationKey
 
 TOOL_NAME = "execute_code"
@@ -42,26 +41,30 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     ``RequestInput``, ...) when the agent has one, otherwise deferred — the run ends with
     ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`).
 
-    A parked execution runs on only with an answer naming its ``approval_id``. When a run of the same
+    The waiting execution belongs to its executor, not to this object: a ``CodeAction`` built anew
+    for each request (around the same executor or sessions) resumes it from the deferred answer.
+    It runs on only with an answer naming its ``approval_id``. When a run of the same
     conversation no longer carries the waiting call (``repair_messages()`` closed it, a new history,
     or none), or the run that parked it fails (e.g. ``DeferredToolRequests`` is not an output type),
     the execution is cancelled at once: the MCP call never runs and the model is told so.
 
     ``timeout`` bounds each execution (default: the executor's; waiting for a decision does not
-    count). ``abandon_after`` is only a backstop (default 15 minutes) for a conversation that never
-    comes back; :meth:`cancel_suspended` and :meth:`aclose` interrupt what still waits.
+    count). The backstop for an approval nobody answers belongs to where the execution lives: a
+    ``CodeExecutor``'s ``abandon_after`` (15 minutes), the service's ``--approval-timeout`` for
+    ``RemoteSessions``; pass ``abandon_after`` (seconds) to have this capability cancel a deferred
+    call sooner. :meth:`cancel_suspended` and :meth:`aclose` interrupt what still waits.
     """
 
     def __init__(
         self,
-        executor: CodeExecutor | SessionSource | None = None,
+        executor: SessionSource | None = None,
         *,
         key: ConversationKey | None = None,
         mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None = None,
         workspace: str | os.PathLike[str] | None = None,
         sandbox: bool | SandboxPolicy | str | os.PathLike[str] | None = None,
         timeout: float | None = None,
-        abandon_after: float | None = DEFAULT_ABANDON_AFTER,
+        abandon_after: float | None = None,
         reference_max_chars: int | None = None,
         id: str | None = None,
         **executor_options: Any,
@@ -78,20 +81,20 @@ class CodeAction(AbstractCapability[AgentDepsT]):
             }
             if workspace is not None:
                 options["workspace"] = workspace
-            executor = CodeExecutor(**options)
-            self._owns_executor = True
+            self._owned: CodeExecutor | None = CodeExecutor(**options)
+            source: SessionSource = self._owned
         else:
-            self._owns_executor = False
+            self._owned, source = None, executor
         self.id = id
         self.description = None
         self.defer_loading = False
-        self.conversations = Conversations(executor)
-        self.executor: CodeExecutor | None = self.conversations.executor
+        self.conversations = Conversations(source)
+        self.executor: Executor | None = source if isinstance(source, Executor) else None
         """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.reference_max_chars = reference_max_chars
         self._runner = CodeRunner(self.conversations, key=key, timeout=timeout, abandon_after=abandon_after)
         self._start_lock = asyncio.Lock()
-        self._started = not self._owns_executor
+        self._started = self._owned is None
         self._toolset = FunctionToolset[Any](
             [
                 Tool(
@@ -110,16 +113,15 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     async def start(self) -> None:
         """Start the executor this capability created (no-op for an executor passed in)."""
         async with self._start_lock:
-            if not self._started:
-                assert self.executor is not None
-                await self.executor.start()
+            if not self._started and self._owned is not None:
+                await self._owned.start()
                 self._started = True
 
     async def aclose(self) -> None:
         """Interrupt suspended executions; close the executor if this capability created it."""
         await self.cancel_suspended()
-        if self._owns_executor and self.executor is not None:
-            await self.executor.close()
+        if self._owned is not None:
+            await self._owned.close()
 
     async def __aenter__(self) -> CodeAction[AgentDepsT]:
         await self.start()
@@ -132,12 +134,13 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     @property
     def suspended(self) -> int:
-        """How many executions wait for a deferred approval (at most one per executor)."""
-        return len(self._runner.suspended)
+        """How many calls this capability left waiting for a deferred approval."""
+        return len(self._runner.parked)
 
     async def cancel_suspended(self, *, reason: str | None = None) -> int:
-        """Interrupt every execution waiting for a decision (e.g. the user left); returns how many."""
-        return await self._runner.suspended.cancel_all(reason)
+        """Interrupt every execution this capability left waiting for a decision (e.g. the user
+        left); returns how many."""
+        return await self._runner.cancel(reason)
 
     # --- identity: one instance is one kernel, never equal to another -----------------------
 
@@ -148,11 +151,9 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         return id(self)
 
     def __repr__(self) -> str:
-        if self.executor is None:
+        if self._owned is None:
             return f"CodeAction({self.conversations.source!r})"
-        return (
-            f"CodeAction(workspace={str(self.executor.workspace)!r}, servers={sorted(self.executor.servers)})"
-        )
+        return f"CodeAction(workspace={str(self._owned.workspace)!r}, servers={sorted(self._owned.servers)})"
 
     # --- capability hooks -------------------------------------------------------------------
 
@@ -176,12 +177,11 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.
-        if len(self._runner.suspended) or self.conversations.in_service:
-            request = getattr(result, "request", None)
-            parts = [*(request.parts if isinstance(request, ModelRequest) else ())]
-            if ctx.messages and isinstance(ctx.messages[-1], ModelRequest):
-                parts.extend(ctx.messages[-1].parts)
-            await self._runner.cancel_denied(ctx, parts)
+        request = getattr(result, "request", None)
+        parts = [*(request.parts if isinstance(request, ModelRequest) else ())]
+        if ctx.messages and isinstance(ctx.messages[-1], ModelRequest):
+            parts.extend(ctx.messages[-1].parts)
+        await self._runner.cancel_denied(ctx, parts)
         return result
 
     # --- the tool ---------------------------------------------------------------------------

@@ -120,7 +120,7 @@ async def test_moving_on_cancels_the_parked_execution_at_once(sessions: Sessions
     state = waiting.to_state()  # the abandoned state resumes as lost
     state.approve(waiting.interruptions[0])
     await Runner.run(make_agent(code, first), state)
-    assert "no longer exists" in output_text(tool_outputs(first)[0])
+    assert "no longer waits for an approval" in output_text(tool_outputs(first)[0])
     assert await server_count(executor) == before + 2
 
 
