@@ -14,7 +14,8 @@ from typing import Any, Literal, TypeAlias
 
 JsonScalar: TypeAlias = str | int | float | bool | None
 
-MAX_SHOWN_LITERALS = 12
+MAX_SHOWN_LITERAL_CHARS = 320
+"""A compact ``Literal[...]`` shows values up to this many characters, then ``... and N more``."""
 """Compact annotations show at most this many literal values, then ``...``."""
 
 
@@ -213,8 +214,21 @@ def py_literal(value: Any) -> str:
     return repr(value)
 
 
+def _within_budget(values: list[str]) -> list[str]:
+    """Every value while they fit :data:`MAX_SHOWN_LITERAL_CHARS`, then how many are left out."""
+    shown: list[str] = []
+    used = 0
+    for value in values:
+        used += len(value) + 2
+        if used > MAX_SHOWN_LITERAL_CHARS and len(shown) < len(values):
+            return [*shown, f"... and {len(values) - len(shown)} more"]
+        shown.append(value)
+    return shown
+
+
 def render(expr: TypeExpr, *, compact: bool, names: Any = None) -> str:
-    """The Python annotation for ``expr``; ``compact`` shortens long literal lists with ``...``."""
+    """The Python annotation for ``expr``; ``compact`` shows a long literal list up to a budget,
+    then ``... and N more`` (the full list is in the generated code and in ``help()``)."""
     name_of = names or (lambda model: model.name)
     if isinstance(expr, AnyType):
         return "Any"
@@ -222,9 +236,7 @@ def render(expr: TypeExpr, *, compact: bool, names: Any = None) -> str:
         return expr.name
     if isinstance(expr, LiteralType):
         values = [py_literal(value) for value in expr.values]
-        if compact and len(values) > MAX_SHOWN_LITERALS:
-            values = [*values[: MAX_SHOWN_LITERALS - 2], "..."]
-        return f"Literal[{', '.join(values)}]"
+        return f"Literal[{', '.join(_within_budget(values) if compact else values)}]"
     if isinstance(expr, ListType):
         return f"list[{render(expr.item, compact=compact, names=names)}]"
     if isinstance(expr, TupleType):

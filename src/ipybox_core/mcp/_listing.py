@@ -13,6 +13,14 @@ from ipybox_core.mcp.types import ToolAnnotations, ToolInfo
 MAX_PAGES = 1000
 
 
+def is_app_only(meta: object) -> bool:
+    """Whether a tool's ``_meta`` makes it visible to an MCP App's UI only (``ui.visibility``
+    lists audiences; absent or empty means both the model and the app)."""
+    ui = meta.get("ui") if isinstance(meta, dict) else None
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return isinstance(visibility, list) and bool(visibility) and "model" not in visibility
+
+
 def tool_info(tool: Tool) -> ToolInfo:
     """The SDK's tool description as ipybox's :class:`ToolInfo` (schemas in wire form)."""
     hints = tool.annotations
@@ -31,6 +39,7 @@ def tool_info(tool: Tool) -> ToolInfo:
         )
         if hints
         else ToolAnnotations(),
+        app_only=is_app_only(tool.meta),
     )
 
 

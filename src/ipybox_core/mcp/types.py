@@ -32,3 +32,6 @@ class ToolInfo:
     output_schema: dict[str, Any] | None = None
     title: str | None = None
     annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
+    app_only: bool = False
+    """An MCP Apps tool for the app's UI only (``_meta.ui.visibility`` without ``"model"``): it is
+    left out of generated packages unless asked for."""

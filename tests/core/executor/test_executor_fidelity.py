@@ -12,6 +12,7 @@ import pytest_asyncio
 from executor_kit import run
 
 from ipybox_core import CodeExecutor
+from servers.fidelity_server import COLOURS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from test_mcp_fidelity import FIDELITY_STDIO, start_fidelity_http
@@ -68,3 +69,24 @@ async def test_a_json_rpc_error_is_caught_as_tool_error(executor: CodeExecutor) 
     assert done.result.error is None, done.result.error
     assert "tool error -32050 True" in done.text
     assert "1 row" in done.text
+
+
+async def test_a_30_value_enum_is_shown_whole(executor: CodeExecutor) -> None:
+    reference = executor.api_reference()
+    line = next(line for line in reference.splitlines() if "def paint(" in line)
+    assert all(f"'{colour}'" in line for colour in COLOURS), line  # was cut after 10 values
+    done = await run(executor, "from mcptools.fid import paint\nprint(paint(colour='zinc'))\n")
+    assert done.result.error is None, done.result.error
+    assert "painted zinc" in done.text
+
+
+async def test_an_app_only_tool_is_left_out(executor: CodeExecutor) -> None:
+    assert "render_view" not in executor.api_reference()
+    assert "open_document" in executor.api_reference()
+    code = (
+        "import mcptools.fid as fid\n"
+        "print('render_view' in fid.TOOLS.values(), 'open_document' in fid.TOOLS.values())\n"
+    )
+    done = await run(executor, code)
+    assert done.result.error is None, done.result.error
+    assert "False True" in done.text
