@@ -13,11 +13,12 @@ How the Linux sandbox is built, and why (each point was checked on a root-run De
   top: the policy's hidden paths, ``.env``-like names in the workspace/extra paths (scanned at each
   launch: files created later are not covered), and, when the application runs as root, every file
   in ``/etc`` other users cannot read (``/etc/shadow``, ``/etc/ssl/private``, ...).
-* **An unprivileged uid for a root application.** As root, the kernel runs as
-  ``SandboxPolicy.sandbox_uid`` (default 1000000000): bubblewrap builds the sandbox as root of a
-  user namespace owned by that uid (:mod:`._userns`), and the bootstrap switches to the uid for
-  good, emptying every capability set. Root's 0600 files are out of reach and per-user kernel
-  quotas are charged to that uid, not to root. The workspace and ``allow_write`` paths must belong
+* **An unprivileged uid for a root application.** As root, each kernel runs as its own uid,
+  leased from ``SandboxPolicy.sandbox_uid`` (default 1000000000) ... ``+ sandbox_uids - 1``
+  (:mod:`._uids`): bubblewrap builds the sandbox as root of a user namespace owned by that uid
+  (:mod:`._userns`), and the bootstrap switches to the uid for good, emptying every capability
+  set. Root's 0600 files are out of reach and per-user kernel quotas are charged to that uid, not
+  to root nor to another kernel. The workspace and ``allow_write`` paths must belong
   to it: an empty directory (such as a workspace ipybox created) is given to it; a directory with
   files of another owner is never given away, and the kernel then stays root in its namespace,
   with a warning. Otherwise (and for non-root callers, whose uid the kernel keeps): no capabilities
