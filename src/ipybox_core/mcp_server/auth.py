@@ -12,6 +12,10 @@ The policy (:func:`resolve_token`):
 - a token is required on every address; ``--no-auth`` turns it off, and only on a loopback
   address (``127.0.0.0/8``, ``::1``, ``localhost``). Off loopback the server refuses to start
   without a token.
+
+Without a token, the only thing between a web page and the server is the browser's same-origin
+policy, which DNS rebinding defeats (the attacker's name resolves to the loopback address). So every
+``--no-auth`` server checks ``Host`` and ``Origin`` (:class:`HostCheck`), whatever the address.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ipybox_core.errors import ConfigError
@@ -113,3 +119,77 @@ class BearerAuth:
         if scheme.lower() != b"bearer":
             return False
         return hmac.compare_digest(credentials.strip(), self._expected)
+
+
+@dataclass(frozen=True)
+class AllowedHosts:
+    """The ``Host`` and ``Origin`` values a server accepts: the address it is bound to with its port,
+    and for a loopback address also ``localhost`` (see :func:`allowed_hosts`)."""
+
+    hosts: frozenset[str]
+    origins: frozenset[str]
+
+    def transport_security(self) -> TransportSecuritySettings:
+        """The same lists for the MCP SDK's own check."""
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sorted(self.hosts),
+            allowed_origins=sorted(self.origins),
+        )
+
+
+def allowed_hosts(address: str, port: int, *, scheme: str = "http") -> AllowedHosts:
+    """What :class:`HostCheck` lets through for a server bound to ``address`` (an IP, as bound, or a
+    name) on ``port``: ``address:port`` and, for loopback, ``localhost:port`` (also without the port
+    when it is the scheme's default); origins are the same with ``scheme://``."""
+    name = address.strip().strip("[]").lower()
+    names = [f"[{name}]" if ":" in name else name]
+    if is_loopback(name) and name != "localhost":
+        names.append("localhost")
+    default = {"http": 80, "https": 443}.get(scheme)
+    hosts = [f"{n}:{port}" for n in names] + (names if port == default else [])
+    return AllowedHosts(frozenset(hosts), frozenset(f"{scheme}://{host}" for host in hosts))
+
+
+def _one_header(scope: Scope, name: bytes) -> tuple[int, str]:
+    values: Sequence[bytes] = [value for key, value in scope.get("headers", ()) if key == name]
+    return len(values), values[0].decode("latin-1").strip().lower() if values else ""
+
+
+class HostCheck:
+    """ASGI middleware against DNS rebinding: a request whose ``Host`` is not one of the allowed
+    ones gets ``421``, one with an ``Origin`` that is not allowed gets ``403``, before anything else
+    sees it. A request without ``Origin`` (not from a browser) passes. Nothing is logged.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: AllowedHosts) -> None:
+        self.app = app
+        self._allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        count, host = _one_header(scope, b"host")
+        if count != 1 or host not in self._allowed.hosts:
+            await _refuse(scope, send, 421, b"Misdirected request: the Host header names another server")
+            return
+        count, origin = _one_header(scope, b"origin")
+        if count > 1 or (count == 1 and origin not in self._allowed.origins):
+            await _refuse(scope, send, 403, b"Forbidden: requests from this Origin are not allowed")
+            return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Scope, send: Send, status: int, message: bytes) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(message)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": message})

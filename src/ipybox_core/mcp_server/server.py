@@ -21,12 +21,14 @@ from pydantic import Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipybox_core import protocol
+from ipybox_core._http_limits import ListenerLimits, descriptor_budget_limits, plain_refusal, repeats_limited
+from ipybox_core._http_listener import HttpListener
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp_server import _execute
 from ipybox_core.mcp_server._results import error_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
 from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
-from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, resolve_token
+from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, HostCheck, allowed_hosts, resolve_token
 from ipybox_core.mcp_server.packages import install_requirements
 from ipybox_core.mcp_server.service import DEFAULT_SESSION, ClientSession, IpyboxService
 from ipybox_core.suspended import MOVED_ON
@@ -359,15 +361,17 @@ async def serve(
                 await serving
         return
     token, generated = resolve_token(host, no_auth=no_auth, environ=os.environ)
+    scheme = "https" if tls else "http"
     with _listen(host, port) as sock:  # before the kernel starts: a busy port fails at once
         (on_token or _stderr)(token_message(token, generated=generated))
+        bound_host, bound_port = sock.getsockname()[:2]
         if on_listening is not None:
-            bound_host, bound_port = sock.getsockname()[:2]
             shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
-            on_listening(f"{'https' if tls else 'http'}://{shown}:{bound_port}/mcp")
+            on_listening(f"{scheme}://{shown}:{bound_port}/mcp")
         service.start(default_session=False)
         async with service:
-            await _serve_http(http_app(server, service, host=host, token=token), sock, tls)
+            app = http_app(server, service, host=bound_host, port=bound_port, token=token, scheme=scheme)
+            await _serve_http(app, sock, tls)
 
 
 def token_message(token: str | None, *, generated: bool) -> str:
@@ -381,11 +385,32 @@ def token_message(token: str | None, *, generated: bool) -> str:
     )
 
 
-def http_app(server: MCPServer[Any], service: IpyboxService, *, host: str, token: str | None) -> ASGIApp:
-    """The Streamable HTTP app: bearer authentication (unless ``token`` is ``None``) in front of the
-    MCP endpoint, and each MCP session's kernel closed when the client ends the session."""
-    app: ASGIApp = _EndSessions(server.streamable_http_app(host=host), service)
-    return BearerAuth(app, token) if token is not None else app
+def http_app(
+    server: MCPServer[Any],
+    service: IpyboxService,
+    *,
+    host: str,
+    token: str | None,
+    port: int | None = None,
+    scheme: str = "http",
+) -> ASGIApp:
+    """The Streamable HTTP app: bearer authentication in front of the MCP endpoint, and each MCP
+    session's kernel closed when the client ends the session.
+
+    Without a token (``--no-auth``) there is DNS-rebinding protection instead, on every address:
+    a request must name this server in ``Host`` (``host``, the address it is bound to, with
+    ``port``, or ``localhost`` on loopback) and send no ``Origin`` or a matching one (:class:`HostCheck`).
+
+    Raises:
+        ConfigError: no ``token`` and no ``port`` (the check needs the port the server listens on).
+    """
+    if token is not None:
+        return BearerAuth(_EndSessions(server.streamable_http_app(host=host), service), token)
+    if port is None:
+        raise ConfigError("http_app without a token needs the port it is served on (for the Host check)")
+    allowed = allowed_hosts(host, port, scheme=scheme)
+    mcp_app = server.streamable_http_app(host=host, transport_security=allowed.transport_security())
+    return HostCheck(_EndSessions(mcp_app, service), allowed)
 
 
 class _EndSessions:
@@ -430,29 +455,43 @@ def _listen(host: str, port: int) -> Iterator[socket.socket]:
         yield sock
 
 
+HEADER_TIMEOUT = 10.0
+"""Seconds an HTTP client has to send a request's headers (from connecting, or from the end of its
+last response; for HTTPS the TLS handshake too): slower connections are closed."""
+_REPEATING_LOGGERS = ("uvicorn.error", "asyncio", "mcp.server.transport_security")
+"""Loggers whose lines a client without a token can cause (bad requests, refused connections,
+descriptor exhaustion): each line is written once a minute at most, then counted."""
+
+
+def listener_limits() -> ListenerLimits:
+    """The HTTP listener's limits, from this process's open-file limit (``descriptor_budget_limits``)."""
+    return descriptor_budget_limits(HEADER_TIMEOUT)
+
+
 async def _serve_http(app: ASGIApp, sock: socket.socket, tls: Tls | None = None) -> None:
-    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # ours: stop, then close the kernels
-            yield
-
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-        ssl_certfile=str(tls.certfile) if tls else None,
-        ssl_keyfile=str(tls.keyfile) if tls else None,
+    limits = listener_limits()
+    refusal = plain_refusal(
+        f"ipybox MCP server: too many connections (at most {limits.max_connections} at once); try again"
     )
-    http = _Server(config)
-
-    def stop() -> None:
-        http.should_exit = True
-
-    with _on_signals(stop):
-        await http.serve(sockets=[sock])
+    listener = HttpListener(
+        app,
+        limits,
+        refusal=refusal,
+        lifespan=True,
+        certfile=str(tls.certfile) if tls else None,
+        keyfile=str(tls.keyfile) if tls else None,
+        log_config=LOGGING_CONFIG,
+        log_level="warning",
+    )
+    stopping = asyncio.Event()
+    with _on_signals(stopping.set), repeats_limited(*_REPEATING_LOGGERS):
+        await listener.start(sock)
+        try:
+            await stopping.wait()
+        finally:
+            await listener.stop(grace=5)
 
 
 def _stderr(message: str) -> None:

@@ -5,6 +5,11 @@ the sandbox on Linux, this proxy's loopback port on macOS); this proxy, in a bac
 application, resolves and connects only to the allowed ``host[:port]`` entries. A host *name* that
 resolves to a loopback or link-local address is refused, so allowing a name never opens the host's
 own services; loopback is reachable only through an explicitly allowed IP literal.
+
+The sandboxed code is the proxy's only client, and it is not trusted: what it can cost the
+application is bounded by :data:`PROXY_LIMITS` (a request head must arrive in full within
+``header_timeout`` seconds, whatever trickles in; at most ``max_connections`` connections, tunnels
+included, are open at once, and more are answered ``503`` and closed).
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ import fnmatch
 import ipaddress
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ipybox_core._http_limits import ListenerLimits
+
+PROXY_LIMITS = ListenerLimits(max_connections=64, header_timeout=10.0)
+"""One kernel's proxy: connections open at once (each tunnel also holds an upstream connection and
+two threads) and the seconds a connection has to send its request head."""
 _HEAD_LIMIT = 64 * 1024
 _DEFAULT_PORTS = (80, 443)
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
@@ -53,8 +64,11 @@ class FilteringProxy:
         *,
         unix_path: Path | None = None,
         alive: Callable[[], bool] = lambda: True,
+        limits: ListenerLimits = PROXY_LIMITS,
     ) -> None:
         self._allowed = allowed
+        self._limits = limits
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
         self._alive = alive
         self._stop = threading.Event()
         if unix_path is not None:
@@ -89,18 +103,33 @@ class FilteringProxy:
                     client, _ = self._listener.accept()
                 except (TimeoutError, OSError):
                     continue
-                threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+                if not self._slots.acquire(blocking=False):
+                    _refuse(client, 503, self._too_many(), timeout=1)
+                    client.close()
+                    continue
+                threading.Thread(target=self._handle_counted, args=(client,), daemon=True).start()
         finally:
             self._listener.close()
             if self.unix_path is not None:
                 self.unix_path.unlink(missing_ok=True)
 
+    def _too_many(self) -> str:
+        return (
+            f"ipybox sandbox proxy: too many connections (at most {self._limits.max_connections} at "
+            "once from this kernel); close idle ones"
+        )
+
+    def _handle_counted(self, client: socket.socket) -> None:
+        try:
+            self._handle(client)
+        finally:
+            self._slots.release()
+
     def _handle(self, client: socket.socket) -> None:
         with contextlib.ExitStack() as stack:
             stack.enter_context(client)
-            client.settimeout(30)
             try:
-                head, rest = _read_head(client)
+                head, rest = _read_head(client, time.monotonic() + self._limits.header_timeout)
                 method, target, version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
             except (OSError, ValueError):
                 return
@@ -132,9 +161,15 @@ class FilteringProxy:
             _pipe(client, upstream)
 
 
-def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
+def _read_head(client: socket.socket, deadline: float) -> tuple[bytes, bytes]:
+    """The request head and the bytes after it; ``ValueError`` unless it is complete by ``deadline``
+    (a ``time.monotonic()`` value: bytes trickling in do not extend it)."""
     data = b""
     while b"\r\n\r\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ValueError("no complete request head in time")
+        client.settimeout(left)
         chunk = client.recv(4096)
         if not chunk or len(data) > _HEAD_LIMIT:
             raise ValueError("incomplete request head")
@@ -229,10 +264,12 @@ def _without_proxy_headers(head: bytes) -> bytes:
     return b"\r\n" + b"\r\n".join(kept)
 
 
-def _refuse(client: socket.socket, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+def _refuse(client: socket.socket, status: int, message: str, *, timeout: float | None = None) -> None:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
     body = (message + "\n").encode()
     with contextlib.suppress(OSError):
+        if timeout is not None:
+            client.settimeout(timeout)
         client.sendall(
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n".encode()

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import socket
-from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
 
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
+from ipybox_core._http_limits import ListenerLimits, RepeatFilter
+from ipybox_core._http_listener import HttpListener
 from ipybox_core.approval import ApprovalGate
 from ipybox_core.toolserver._app import ToolBackend, build_app, error_line
 
@@ -29,57 +27,17 @@ IDLE_TIMEOUT = 60.0
 """Default seconds a connection may stay open without a request being handled (and the time a
 client has to send a request body); the kernel's runtime reconnects transparently."""
 
+LOGGER_NAME = "ipybox.toolserver"
+"""The tool servers' logger: they leave uvicorn's loggers (the application's, maybe) alone."""
 
-class _BoundedH11(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a cap on open connections and an idle timeout.
 
-    A connection beyond ``max_connections`` is answered with a one-line error and closed at once,
-    so a flood costs the application no lasting file descriptor. A connection that has no request
-    being handled is closed ``idle_timeout`` seconds after it opened or answered its last request;
-    bytes that trickle in without completing a request do not extend that.
-    """
+def _not_cancelled(record: logging.LogRecord) -> bool:
+    """Calls cancelled by :meth:`ToolServer.aclose` are not errors of the application."""
+    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
-    max_connections = MAX_CONNECTIONS
-    idle_timeout = IDLE_TIMEOUT
-    _refused = False
-    _idle: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if len(self.connections) >= self.max_connections:
-            self._refused = True
-            self.transport = cast(asyncio.Transport, transport)
-            self.transport.write(_refusal(self.max_connections))
-            self.transport.close()
-            return
-        super().connection_made(transport)  # type: ignore[arg-type]
-        self._arm_idle_timer()
-
-    def data_received(self, data: bytes) -> None:
-        if not self._refused:
-            super().data_received(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        if not self._refused:
-            super().connection_lost(exc)
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_idle_timer()
-
-    def _arm_idle_timer(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = self.loop.call_later(self.idle_timeout, self._idle_expired)
-
-    def _idle_expired(self) -> None:
-        self._idle = None
-        if self.cycle is not None and not self.cycle.response_complete:
-            return  # a request is being handled (or its body read, under the body timeout)
-        self.transport.close()
+logging.getLogger(LOGGER_NAME).addFilter(_not_cancelled)
+logging.getLogger(LOGGER_NAME).addFilter(RepeatFilter())
 
 
 def _refusal(limit: int) -> bytes:
@@ -93,25 +51,6 @@ def _refusal(limit: int) -> bytes:
         f"content-length: {len(line)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode() + line
-
-
-def _protocol_class(max_connections: int, idle_timeout: float) -> type[H11Protocol]:
-    """A :class:`_BoundedH11` with this server's limits (each server counts its own connections)."""
-
-    class Bounded(_BoundedH11):
-        pass
-
-    Bounded.max_connections = max_connections
-    Bounded.idle_timeout = idle_timeout
-    return Bounded
-
-
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its signal handlers: Ctrl-C belongs to the application, not to us."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class ToolServer:
@@ -149,11 +88,8 @@ class ToolServer:
             max_request_bytes=max_request_bytes,
             body_timeout=idle_timeout,
         )
-        self._protocol = _protocol_class(max_connections, idle_timeout)
-        self._idle_timeout = idle_timeout
-        self._backlog = max(8, min(max_connections, 128))
-        self._server: _QuietServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._limits = ListenerLimits(max_connections, header_timeout=idle_timeout)
+        self._listener: HttpListener | None = None
         self._address: str | None = None
         self._socket_path: Path | None = None
 
@@ -201,50 +137,29 @@ class ToolServer:
     async def _serve(
         self, sock: socket.socket, address: str, *, certfile: str | None = None, keyfile: str | None = None
     ) -> None:
-        if self._server is not None:
+        if self._listener is not None:
             sock.close()
             raise RuntimeError("the tool server is already running")
-        # asyncio accepts up to ``backlog`` connections per wake-up (and listens again with it):
-        # keeping it near the connection limit bounds the descriptors a flood holds even briefly.
-        sock.listen(self._backlog)
-        sock.setblocking(False)
-        config = uvicorn.Config(
+        listener = HttpListener(
             self._app,
-            http=self._protocol,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_keep_alive=max(1, round(self._idle_timeout)),
-            timeout_graceful_shutdown=1,
-            backlog=self._backlog,
-            ssl_certfile=certfile or None,
-            ssl_keyfile=keyfile,
+            self._limits,
+            refusal=_refusal(self._limits.max_connections),
+            log_name=LOGGER_NAME,
+            certfile=certfile,
+            keyfile=keyfile,
+            timeout_keep_alive=max(1, round(self._limits.header_timeout)),
         )
-        server = _QuietServer(config)
-        self._server = server
-        self._task = asyncio.create_task(server.serve(sockets=[sock]), name="ipybox-toolserver")
-        while not server.started:
-            if self._task.done():
-                self._task.result()
-                raise RuntimeError("the tool server stopped while starting")
-            await asyncio.sleep(0.002)
+        await listener.start(sock)
+        self._listener = listener
         self._address = address
 
     async def aclose(self) -> None:
         """Stop serving; calls still waiting are cancelled (their approvals abandoned)."""
-        server, task = self._server, self._task
-        self._server = self._task = None
+        listener, self._listener = self._listener, None
         self._address = None
-        if server is None or task is None:
+        if listener is None:
             return
-        server.should_exit = True
-        server.force_exit = True
-        for connection in list(server.server_state.connections):
-            connection.shutdown()
-        for pending in list(server.server_state.tasks):
-            pending.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await listener.stop()
         if self._socket_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self._socket_path.unlink()

@@ -358,7 +358,12 @@ def test_connection_flood_is_bounded_and_other_servers_keep_working(start_app: C
     socks = flood(app.path("a"), count)
     try:
         assert refused(socks, count - limit) == count - limit
-        held = app.open_fds() - baseline
+        # the refused ones are answered before their descriptors are closed: wait for those
+        for _ in range(300):
+            held = app.open_fds() - baseline
+            if held <= limit + 4:
+                break
+            select.select([], [], [], 0.1)
         assert limit - 4 <= held <= limit + 4, f"{held} descriptors held for {count} connections"
         # another tool server in the same application is unaffected
         assert app.call("b", {"x": 1}).structured == {"size": 8}

@@ -1,10 +1,9 @@
-"""The uvicorn internals the tool server relies on (``toolserver/server.py``) still match uvicorn.
+"""The uvicorn internals ipybox's HTTP listeners (``_http_limits``, ``_http_listener``) rely on.
 
-``_BoundedH11`` counts the open connections in ``self.connections`` (uvicorn's shared
-``ServerState.connections``), and ``ToolServer.aclose`` walks ``Server.server_state.connections`` /
+``BoundedH11`` counts the open connections in ``self.connections`` (uvicorn's shared
+``ServerState.connections``), and ``HttpListener.stop`` walks ``ServerState.connections`` /
 ``.tasks`` to shut connections and cancel waiting calls. uvicorn documents neither; if a release
-changes them this test fails naming what changed, and pyproject.toml bounds the uvicorn range.
-"""
+changes them this test fails naming what changed, and pyproject.toml bounds the uvicorn range."""
 
 from __future__ import annotations
 
