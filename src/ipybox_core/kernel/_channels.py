@@ -11,9 +11,11 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import DELIM, Session
 
-from ipybox_core.inkernel._bootstrap import DISPLAY_OMITTED_MIME
+from ipybox_core.kernel._iopub import omitted_message
 from ipybox_core.kernel._ipc_paths import PinnedSockets
+from ipybox_core.kernel._json_cost import parse_fits
 from ipybox_core.kernel._launch import ConnectionInfo
+from ipybox_core.kernel._stream_limit import max_parsed_message_bytes
 
 Message = dict[str, Any]
 logger = logging.getLogger(__name__)
@@ -22,6 +24,8 @@ logger = logging.getLogger(__name__)
 # (100 ms) would add up to that much to every start.
 _RECONNECT_IVL_MS = 10
 _IOPUB_RCVHWM = 8
+_HEADER_BYTES = 64 * 1024  # a header frame beyond this is a hostile one (honest ones: ~300 bytes)
+_SIGNATURE_BYTES = 1024
 
 
 CHANNELS = ("shell", "iopub", "control")
@@ -33,6 +37,12 @@ class KernelChannels:
 
     With ``pinned`` (descriptors of the sockets, see :mod:`._ipc_paths`) the channels connect
     through those descriptors rather than by path; they own and close them.
+
+    With ``max_message_bytes`` what a message costs the host is bounded before it is parsed: a
+    larger message, or one whose parse could take more than
+    :func:`~._stream_limit.max_parsed_message_bytes`, becomes a report that a display was omitted:
+    its frames stay zmq's buffers, never copied or parsed. (``zmq.MAXMSGSIZE`` is not used: zmq
+    drops the connection over it, and an ipc subscription did not come back.)
     """
 
     def __init__(
@@ -45,6 +55,9 @@ class KernelChannels:
         self.session = Session(key=connection.key.encode(), signature_scheme="hmac-sha256")
         self._pinned = pinned
         self._max_message_bytes = max_message_bytes
+        self._max_parsed_bytes = (
+            None if max_message_bytes is None else max_parsed_message_bytes(max_message_bytes)
+        )
 
         def address(channel: str) -> str:
             if pinned is None:
@@ -86,51 +99,50 @@ class KernelChannels:
             socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
             self._timeouts[socket] = timeout_ms
         try:
-            raw: list[zmq.Frame] = await socket.recv_multipart(copy=False)
+            frames: list[zmq.Frame] = await socket.recv_multipart(copy=False)
         except zmq.Again:
             return None
-        frames = [frame.bytes for frame in raw]
-        size = sum(len(frame) for frame in frames)
         try:
-            if self._max_message_bytes is not None and size > self._max_message_bytes:
-                return self._oversized(frames, size)
             return self._decode(frames)
         except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:  # unsigned or malformed
-            logger.warning("dropped an unreadable kernel message: %s", type(exc).__name__)
+            logger.warning("dropped an unreadable kernel message: %s", exc)
             return None
 
-    def _oversized(self, frames: list[bytes], size: int) -> Message:
-        """A signed message too large to parse becomes a report that a display was omitted (its
-        header is parsed, its content never is)."""
-        parts = frames[frames.index(DELIM) + 1 :]
-        if not hmac.compare_digest(parts[0], self.session.sign(parts[1:5])):
-            raise ValueError("invalid message signature")
-        header = json.loads(parts[1])
-        logger.warning("omitted a kernel message of %d bytes (over %d)", size, self._max_message_bytes)
-        report = {"displays": 1, "trimmed": 0, "size": size, "mime_types": []}
-        return {
-            "header": header,
-            "msg_type": "display_data",
-            "parent_header": json.loads(parts[2]),
-            "content": {"data": {DISPLAY_OMITTED_MIME: report}, "metadata": {}},
-        }
+    def _decode(self, frames: list[zmq.Frame]) -> Message:
+        """Check the signature and parse a message, if its size and parse cost are within the limits.
 
-    def _decode(self, frames: list[bytes]) -> Message:
-        """Check the signature and parse a message.
-
-        Leaner than ``Session.deserialize``, which also parses every date in both headers: about half
-        of the client's time per message, for fields ipybox never reads.
+        The frames stay zmq's buffers until needed: the signature is computed over them, and only
+        the small header frames and a content frame that may be parsed are copied. Leaner than
+        ``Session.deserialize``, which also parses every date in both headers: about half of the
+        client's time per message, for fields ipybox never reads.
         """
-        parts = frames[frames.index(DELIM) + 1 :]
-        if not hmac.compare_digest(parts[0], self.session.sign(parts[1:5])):
+        parts = frames[_delimiter(frames) + 1 :]
+        signature, header_frame, parent_frame, _, content_frame = parts[:5]
+        if max(len(header_frame), len(parent_frame)) > _HEADER_BYTES or len(signature) > _SIGNATURE_BYTES:
+            raise ValueError("a header frame is over its limit")
+        if not hmac.compare_digest(signature.bytes, self.session.sign([part.buffer for part in parts[1:5]])):
             raise ValueError("invalid message signature")
-        header = json.loads(parts[1])
+        header = json.loads(header_frame.bytes)
+        parent_header = json.loads(parent_frame.bytes)
+        size = sum(len(frame) for frame in frames)
+        if self._max_message_bytes is not None and size > self._max_message_bytes:
+            return self._omitted(header, parent_header, size, f"over {self._max_message_bytes} bytes")
+        content = content_frame.bytes
+        if self._max_parsed_bytes is not None and not parse_fits(content, self._max_parsed_bytes):
+            return self._omitted(
+                header, parent_header, size, f"could take over {self._max_parsed_bytes} bytes to parse"
+            )
         return {
             "header": header,
             "msg_type": header["msg_type"],
-            "parent_header": json.loads(parts[2]),
-            "content": json.loads(parts[4]),
+            "parent_header": parent_header,
+            "content": json.loads(content),
         }
+
+    @staticmethod
+    def _omitted(header: Message, parent_header: Message, size: int, why: str) -> Message:
+        logger.warning("omitted a kernel message of %d bytes (%s)", size, why)
+        return omitted_message(header, parent_header, size)
 
     def close(self) -> None:
         if self.closed:
@@ -140,3 +152,11 @@ class KernelChannels:
             socket.close(linger=0)
         if self._pinned is not None:
             self._pinned.close()
+
+
+def _delimiter(frames: list[zmq.Frame]) -> int:
+    """Where the routing identities end (only frames of the delimiter's length are copied)."""
+    for index, frame in enumerate(frames):
+        if len(frame) == len(DELIM) and frame.bytes == DELIM:
+            return index
+    raise ValueError("no delimiter frame")

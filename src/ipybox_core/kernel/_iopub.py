@@ -26,6 +26,19 @@ _MAX_MIME_TYPES = 16
 _MAX_NAME = 100
 
 
+def omitted_message(header: Any, parent_header: Any, size: int, channel: str = "iopub") -> dict[str, Any]:
+    """A kernel message too large to parse, as the report of an omitted display (its content is
+    never parsed): the execution it belongs to (by ``parent_header``) says so in its output."""
+    report = {"displays": 1, "trimmed": 0, "size": size, "mime_types": []}
+    return {
+        "header": _dict(header),
+        "msg_type": "display_data",
+        "parent_header": _dict(parent_header),
+        "content": {"data": {DISPLAY_OMITTED_MIME: report}, "metadata": {}},
+        "channel": channel,
+    }
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 

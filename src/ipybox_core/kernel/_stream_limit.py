@@ -21,12 +21,24 @@ _ZMQ_FRAME_SLACK = 1 << 16
 
 
 def max_iopub_frame_bytes(output_limit: int) -> int:
-    """The largest iopub message frame an honest kernel sends with this output limit.
+    """The largest kernel message (all its frames) an honest kernel sends with this output limit.
 
     Its displays and stream writes are capped inside the kernel; JSON takes at most 6 bytes per
-    character. For ``zmq.MAXMSGSIZE`` on the host's iopub socket: a larger frame is not read.
+    character. A larger message is reported as omitted, never parsed.
     """
     return 6 * (display_budget(output_limit) + max(0, output_limit)) + _ZMQ_FRAME_SLACK
+
+
+PARSED_PER_MESSAGE_BYTE = 4
+"""How many times the largest honest message's size one message may take while it is parsed."""
+
+
+def max_parsed_message_bytes(max_message_bytes: int) -> int:
+    """The most memory parsing one kernel message may take (its bound is computed before parsing,
+    see :mod:`._json_cost`): with the default limits ~24 times the display budget, where honest
+    displays in the costliest shapes they come in (JSON data of a chart, a base64 image) fit.
+    """
+    return PARSED_PER_MESSAGE_BYTE * max_message_bytes
 
 
 class DisplayBudget:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import socket
 import ssl
 import uuid
@@ -13,6 +14,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ipybox_core.errors import KernelError
+from ipybox_core.kernel._iopub import omitted_message
+from ipybox_core.kernel._json_cost import parse_fits
+from ipybox_core.kernel._stream_limit import max_iopub_frame_bytes, max_parsed_message_bytes
 from ipybox_core.kernel.gateway.config import GatewayConfig
 
 if TYPE_CHECKING:
@@ -24,6 +28,8 @@ logger = logging.getLogger(__name__)
 INSTALL_HINT = "kernels on a gateway need the `websockets` package: pip install 'ipybox[gateway]'"
 _PROTOCOL_VERSION = "5.3"
 _PING_SECONDS = 20.0
+_MAX_QUEUE = 2  # messages websockets reads ahead of us: each may be max_size bytes
+_MESSAGE_TOO_BIG = 1009  # the websocket close code for a message over max_size
 
 
 class GatewayChannels:
@@ -33,11 +39,18 @@ class GatewayChannels:
     :meth:`listen` is on (between executions nothing accumulates). The gateway's own status
     messages are tracked all the time: ``restarting`` (the gateway restarted a kernel that died)
     increments :attr:`restarts`, ``dead`` (that restart failed) sets :attr:`dead`.
+
+    What a message costs is bounded before it is parsed: a message over ``max_message_bytes``
+    ends the connection (websockets refuses it unread; the next execution reconnects), and one
+    whose parse could take more than :func:`~ipybox_core.kernel._stream_limit.max_parsed_message_bytes`
+    becomes a report that a display was omitted (its content never parsed).
     """
 
-    def __init__(self, connection: ClientConnection, session: str) -> None:
+    def __init__(self, connection: ClientConnection, session: str, max_message_bytes: int) -> None:
         self._ws = connection
         self.session = session
+        self.max_message_bytes = max_message_bytes
+        self._max_parsed_bytes = max_parsed_message_bytes(max_message_bytes)
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._listening = False
         self.restarts = 0
@@ -47,8 +60,14 @@ class GatewayChannels:
         self._reader = asyncio.create_task(self._read(), name="ipybox-gateway-websocket")
 
     @classmethod
-    async def open(cls, config: GatewayConfig, kernel_id: str, timeout: float) -> GatewayChannels:
-        """Connect to ``/api/kernels/<id>/channels``; raises :class:`KernelError` when that fails."""
+    async def open(
+        cls, config: GatewayConfig, kernel_id: str, timeout: float, *, output_limit: int | None = None
+    ) -> GatewayChannels:
+        """Connect to ``/api/kernels/<id>/channels``; raises :class:`KernelError` when that fails.
+
+        With ``output_limit`` (the kernel's), messages are limited to the largest an honest kernel
+        sends with it (and to ``config.max_message_bytes``).
+        """
         try:
             from websockets.asyncio.client import connect
             from websockets.exceptions import InvalidStatus, WebSocketException
@@ -56,12 +75,16 @@ class GatewayChannels:
             raise KernelError(INSTALL_HINT) from None
         session = uuid.uuid4().hex
         url = f"{config.websocket_url}/api/kernels/{kernel_id}/channels?session_id={session}"
+        max_size = config.max_message_bytes
+        if output_limit is not None:
+            max_size = min(max_size, max_iopub_frame_bytes(output_limit))
         try:
             connection = await connect(
                 url,
                 additional_headers=config.auth_headers,
                 compression=None,
-                max_size=config.max_message_bytes,
+                max_size=max_size,
+                max_queue=_MAX_QUEUE,
                 open_timeout=timeout,
                 ping_interval=_PING_SECONDS,
                 ping_timeout=_PING_SECONDS,
@@ -79,7 +102,7 @@ class GatewayChannels:
             raise KernelError(
                 f"cannot open the websocket of kernel {kernel_id} on the gateway at {config.url}: {exc!r}"
             ) from None
-        return cls(connection, session)
+        return cls(connection, session, max_size)
 
     @property
     def closed(self) -> bool:
@@ -137,11 +160,14 @@ class GatewayChannels:
             await self._reader
 
     async def _read(self) -> None:
+        from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
+
         reason = "the gateway closed the connection"
         try:
-            async for raw in self._ws:
+            while True:
+                raw = await self._ws.recv(decode=False)  # bytes: UTF-8 text is not widened to str
                 self._acknowledge_now()
-                message = _decode(raw)
+                message = _decode(raw, self._max_parsed_bytes)
                 if message is None:
                     continue
                 if message["msg_type"] == "status" and not message["parent_header"]:
@@ -154,6 +180,16 @@ class GatewayChannels:
                     self._queue.put_nowait(message)
         except asyncio.CancelledError:
             raise
+        except ConnectionClosedOK:
+            pass
+        except ConnectionClosed as exc:
+            reason = f"websocket error: {exc!r}"
+            if exc.sent is not None and exc.sent.code == _MESSAGE_TOO_BIG:
+                reason = (
+                    f"the kernel sent a message over {self.max_message_bytes} bytes, more than an honest "
+                    "kernel sends with its output limit; it was refused unread"
+                )
+                logger.warning("closed the websocket to a kernel: %s", reason)
         except Exception as exc:
             reason = f"websocket error: {exc!r}"
         finally:
@@ -177,11 +213,23 @@ class GatewayChannels:
                 sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
 
 
-def _decode(raw: str | bytes) -> Message | None:
-    """A JSON text message of the websocket protocol; binary (buffer-carrying) messages are skipped."""
-    if isinstance(raw, bytes):
+def _decode(raw: bytes, max_parsed_bytes: int) -> Message | None:
+    """A JSON text message of the websocket protocol; binary (buffer-carrying) messages are skipped.
+
+    One whose parse could take more than ``max_parsed_bytes`` becomes an omitted-display report
+    (its header and parent header read from the start of the text, its content never parsed).
+    """
+    if not raw.startswith(b"{"):  # the protocol's binary messages start with a count of buffers
         return None
     try:
+        if not parse_fits(raw, max_parsed_bytes):
+            envelope = _envelope(raw)
+            logger.warning(
+                "omitted a kernel message of %d bytes (could take over %d bytes to parse)",
+                len(raw),
+                max_parsed_bytes,
+            )
+            return omitted_message(envelope.get("header"), envelope.get("parent_header"), len(raw))
         message = json.loads(raw)
         header = message.get("header") or {}
         return {
@@ -191,9 +239,42 @@ def _decode(raw: str | bytes) -> Message | None:
             "content": message.get("content") or {},
             "channel": message.get("channel", ""),
         }
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError, RecursionError) as exc:
         logger.warning("dropped an unreadable message from the gateway: %s", exc)
         return None
+
+
+_ENVELOPE_BYTES = 64 * 1024
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _after_space(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match is not None else at
+
+
+def _envelope(raw: bytes) -> dict[str, Any]:
+    """The top-level members of a message's JSON text that precede ``content`` and lie within its
+    first 64 KiB (the gateway writes ``header`` and ``parent_header`` first); nothing else is parsed."""
+    text = raw[:_ENVELOPE_BYTES].decode("utf-8", "replace")
+    members: dict[str, Any] = {}
+    at = _after_space(text, 1)
+    try:
+        while text.startswith('"', at):
+            key, at = _DECODER.raw_decode(text, at)
+            at = _after_space(text, at)
+            if not text.startswith(":", at) or key == "content":
+                break
+            value, at = _DECODER.raw_decode(text, _after_space(text, at + 1))
+            members[key] = value
+            at = _after_space(text, at)
+            if not text.startswith(",", at):
+                break
+            at = _after_space(text, at + 1)
+    except (ValueError, RecursionError):  # cut off by the 64 KiB: what was read so far
+        pass
+    return members
 
 
 def _ssl_context(config: GatewayConfig) -> ssl.SSLContext:

@@ -137,7 +137,9 @@ class GatewayKernel(KernelBase):
         kernel_id = self._require_kernel_id()
         remaining = max(1.0, self.gateway.startup_timeout - (time.monotonic() - started))
         try:
-            channels = await GatewayChannels.open(self.gateway, kernel_id, remaining)
+            channels = await GatewayChannels.open(
+                self.gateway, kernel_id, remaining, output_limit=self.config.output_limit
+            )
         except KernelError as exc:
             raise KernelStartError(str(exc)) from None
         self._channels = channels
@@ -248,7 +250,9 @@ class GatewayKernel(KernelBase):
             return
         # Only the websocket was lost: reconnect, and keep the state if the kernel kept it.
         try:
-            fresh = await GatewayChannels.open(self.gateway, kernel_id, self.gateway.startup_timeout)
+            fresh = await GatewayChannels.open(
+                self.gateway, kernel_id, self.gateway.startup_timeout, output_limit=self.config.output_limit
+            )
         except KernelError as exc:
             raise KernelStartError(str(exc)) from None
         self._channels = fresh
