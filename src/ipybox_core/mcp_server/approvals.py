@@ -159,12 +159,19 @@ _REJECTIONS = {
 }
 
 
+_INDENT_UP_TO = 4096
+"""Characters of arguments (as compact JSON) shown indented in the question; larger ones stay compact
+(indentation grows with the nesting depth: 600 KiB of JSON 390 levels deep indents to 150 MiB)."""
+
+
 def approval_message(request: ApprovalRequest) -> str:
     """The question shown to the user: server, tool, arguments and the tool's hints."""
     if request.kind == "shell":
         return f"ipybox: the code wants to run a shell command:\n\n{request.args.get('command', '')}"
     hint = f" ({', '.join(request.hints)})" if request.hints else ""
-    arguments = json.dumps(request.args, indent=2, ensure_ascii=False, default=str)
+    arguments = json.dumps(request.args, ensure_ascii=False, default=str)
+    if len(arguments) <= _INDENT_UP_TO:  # indenting deep JSON multiplies it: only small arguments
+        arguments = json.dumps(request.args, indent=2, ensure_ascii=False, default=str)
     return (
         f"ipybox: approve this MCP tool call{hint}?\n\n"
         f"server: {request.server}\ntool: {request.tool}\narguments: {arguments}"
