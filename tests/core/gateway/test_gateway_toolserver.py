@@ -20,8 +20,8 @@ async def test_tcp_connections_to_the_tool_server_disable_nagle() -> None:
         writer.write(b"GET /nothing HTTP/1.1\r\nHost: ipybox\r\n\r\n")
         await writer.drain()
         await reader.readuntil(b"\r\n\r\n")  # the connection is accepted and served
-        assert server._server is not None
-        connections = list(server._server.server_state.connections)
+        assert server._listener is not None
+        connections = list(server._listener.state.connections)
         assert len(connections) == 1
         accepted = connections[0].transport.get_extra_info("socket")
         assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
