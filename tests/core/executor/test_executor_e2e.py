@@ -511,9 +511,12 @@ async def test_wall_timeout_ends_an_execution_whose_approval_nobody_answers(exec
             return exc
         raise AssertionError("no result")
 
-    # control: with only the (pausing) timeout the execution is still waiting after 2 s
+    # control: with only the (pausing) timeout the execution is still waiting well past it
     paused = asyncio.ensure_future(drain(executor.stream(code, timeout=0.5)))
-    await asyncio.sleep(2.0)
+    async with asyncio.timeout(60):  # the approval itself, however slow the kernel is to get there
+        while not ignored and not paused.done():
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(2.0)  # four times the pausing timeout, counted from the approval
     assert not paused.done() and ignored and ignored[0].pending
     await executor.cancel()
     await paused
