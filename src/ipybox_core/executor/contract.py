@@ -96,6 +96,12 @@ class Session(Protocol):
 class SessionSource(Protocol):
     """Hands out one :class:`Session` per conversation key."""
 
+    @property
+    def shares_kernel(self) -> bool:
+        """True when every conversation runs in one kernel (a ``CodeExecutor``): conversation keys
+        then keep call ids apart, not state; False when each key has a kernel of its own."""
+        ...
+
     async def session(self, key: str) -> Session: ...
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str: ...

@@ -382,6 +382,11 @@ class CodeExecutor:
         await execution.cancel(reason or MOVED_ON)
         return 1
 
+    @property
+    def shares_kernel(self) -> bool:
+        """True: every conversation of this executor runs in its one kernel."""
+        return True
+
     async def session(self, key: str) -> SharedSession:
         """Conversation ``key`` of this executor: every conversation shares its kernel, each has
         its own call ids (an adapter given one executor sees it as a source of sessions)."""

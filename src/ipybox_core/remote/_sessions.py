@@ -77,6 +77,11 @@ class RemoteSessions:
         self._open = False
         await self._connection.close()
 
+    @property
+    def shares_kernel(self) -> bool:
+        """False: each conversation key has its own kernel in the service."""
+        return False
+
     async def session(self, key: str) -> RemoteSession:
         """The session of conversation ``key`` (its kernel starts in the service on first use)."""
         if not self._open:

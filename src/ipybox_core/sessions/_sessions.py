@@ -287,6 +287,11 @@ class Sessions:
         """The keys of the live sessions."""
         return list(self._live)
 
+    @property
+    def shares_kernel(self) -> bool:
+        """False: each conversation key has its own kernel."""
+        return False
+
     async def session(self, key: str) -> Session:
         """The live session of ``key``, or a new one (from the warm pool when one is ready).
 
