@@ -3,16 +3,14 @@
 The hidden kernel agent's :class:`KernelModel` asks :meth:`KernelDriver.step` what it "generates".
 A fresh ``execute_code`` invocation starts the code in its conversation's executor under the outer
 ``execute_code`` call id; each held MCP call becomes a function call of the matching proxy tool
-(call id ``ipybox-<approval id>``) and the execution is parked under (conversation, that id). When
-the SDK resumes with the proxy's output, the driver rejects the request if the proxy did not run
-(the user rejected it; the output is the rejection message) and continues the parked execution to
-its next stop. The finished execution becomes the nested run's final message.
-
-Another tool instance resuming the ``RunState`` (over an ipybox service: another process) picks the
-execution up from its executor by the outer call id (``CodeActionTool`` does, before the nested run
-resumes) and parks it here under the same nested call id, so a decision only ever answers the
-approval it was taken for. When the executor does not list its tools in advance (an ipybox
-service's), the proxies are learned from the requests: the first request of a tool is shown again
+(call id ``ipybox-<approval id>``) while the execution waits in its executor. ``CodeActionTool``
+finds it there again by the outer call id (``executor.reattach``) before the nested run resumes,
+from this or any other tool instance (over an ipybox service: any process). When the SDK resumes
+with the proxy's output, the driver rejects the request if the proxy did not run (the user rejected
+it; the output is the rejection message) and continues the execution to its next stop, so a
+decision only ever answers the approval it was taken for. The finished execution becomes the nested
+run's final message. When the executor does not list its tools in advance (an ipybox service's),
+the proxies are learned from the requests: the first request of a tool is shown again
 (``ipybox-<approval id>-again``) once the SDK has reported its proxy missing
 (:data:`PROXY_MISSING`), in the next nested turn.
 """
@@ -34,13 +32,12 @@ from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, IpyboxError
 from ipybox_core.executor import Execution, ExecutionEvent, ExecutionResult
-from ipybox_core.suspended import SuspendedExecutions
 from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, render_result, start_execution
 from ipybox_integrations.openai_agents._invocation import (
     SHOWN_AGAIN,
     Invocation,
-    ParkedCall,
     current_invocation,
+    nested_call_id,
 )
 from ipybox_integrations.openai_agents._proxies import ProxyTools, request_identity
 
@@ -49,7 +46,6 @@ logger = logging.getLogger(__name__)
 EventHook: TypeAlias = Callable[[ExecutionEvent], "Awaitable[None] | None"]
 """Receives every event of an execution as it happens (output, displays, approval requests, result)."""
 
-CALL_PREFIX = "ipybox-"
 LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
 UNREACHABLE_MESSAGE = (
     "Error: the execution that waited for this approval could not be resumed: the ipybox service "
@@ -71,7 +67,6 @@ class KernelDriver:
 
     def __init__(
         self,
-        suspended: SuspendedExecutions[ParkedCall],
         proxies: ProxyTools,
         *,
         ask: bool,
@@ -79,7 +74,6 @@ class KernelDriver:
         on_event: EventHook | None,
         on_tools_changed: Callable[[], None],
     ) -> None:
-        self._suspended = suspended
         self._proxies = proxies
         self._ask = ask
         self._timeout = timeout
@@ -98,9 +92,8 @@ class KernelDriver:
         return await self._start(_code_of(last.get("content")), invocation)
 
     async def _start(self, code: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        waiting = self._reattached(invocation)
-        if waiting is not None:  # the service holds this call id's execution: ask its question again
-            return [waiting]
+        if invocation.execution is not None:  # it waits in its executor: ask its question again
+            return [self._again(invocation)]
         execution = start_execution(invocation.executor, code, self._timeout, call_id=invocation.call_id)
         if execution is None:
             return [_message(BUSY_MESSAGE)]
@@ -108,34 +101,26 @@ class KernelDriver:
         return await self._advance(execution, invocation)
 
     async def _resume(self, call_id: str, output: str, invocation: Invocation) -> list[TResponseOutputItem]:
-        key = invocation.parked_key(call_id)
+        request = invocation.request(call_id)
         if output == PROXY_MISSING:
-            shown = self._suspended.get(key)
-            request = shown.request if shown is not None else None
             if request is not None and request.pending and not call_id.endswith(SHOWN_AGAIN):
                 # its proxy exists now (learned); a new call id: the SDK settled the first one
                 return [_function_call(call_id + SHOWN_AGAIN, request)]
             output = NOT_SHOWN_REASON
-        parked = self._suspended.take(key)
-        if parked is None:
-            waiting = self._reattached(invocation)
-            if waiting is not None:  # the decision was for another approval: ask about this one
-                return [waiting]
-            return [_message(_lost_message(invocation))]
-        request = parked.request
-        if request is not None and request.pending:  # the proxy did not run: the user rejected the call
+        if request is None or invocation.execution is None:  # the decision was for another approval
+            return [self._again(invocation)]
+        if request.pending:  # the proxy did not run: the user rejected the call
             with contextlib.suppress(ApprovalError):
                 await request.reject(output or DEFAULT_REJECTION)
-        invocation.execution = parked.execution
-        return await self._advance(parked.execution, invocation)
+        return await self._advance(invocation.execution, invocation)
 
-    def _reattached(self, invocation: Invocation) -> ResponseFunctionToolCall | None:
-        """The question of the execution this invocation picked up from the service, while it
-        still waits here."""
-        parked = self._suspended.get(invocation.reattached) if invocation.reattached else None
-        if parked is None or parked.request is None or not parked.request.pending:
-            return None
-        return _function_call(parked.context.nested_call_id, parked.request)
+    def _again(self, invocation: Invocation) -> TResponseOutputItem:
+        """What the execution found in its executor stands at: its question, its result, or gone."""
+        if invocation.waiting and invocation.shown is not None:
+            return _function_call(nested_call_id(invocation.shown), invocation.shown)
+        if invocation.rendered is not None:  # it finished while waiting (its approval expired)
+            return _message(invocation.rendered.text)
+        return _message(_lost_message(invocation))
 
     async def _advance(self, execution: Execution, invocation: Invocation) -> list[TResponseOutputItem]:
         try:
@@ -151,12 +136,8 @@ class KernelDriver:
                         with contextlib.suppress(ApprovalError):
                             await event.reject(UNKNOWN_TOOL_REASON)
                     else:
-                        call_id = nested_call_id(event)
-                        key = invocation.parked_key(call_id)
-                        parked = ParkedCall(invocation.conversation, invocation.call_id, call_id)
-                        self._suspended.park(key, execution, event, parked)
-                        invocation.waiting_on = key
-                        return [_function_call(call_id, event)]
+                        invocation.shown = event  # it waits in its executor under the outer call id
+                        return [_function_call(nested_call_id(event), event)]
                 elif isinstance(event, ExecutionResult):
                     invocation.rendered = render_result(event)
                     return [_message(invocation.rendered.text)]
@@ -173,11 +154,6 @@ class KernelDriver:
                 await outcome
         except Exception:  # a broken UI hook must not break the execution
             logger.exception("on_event hook failed for %r", event)
-
-
-def nested_call_id(request: ApprovalRequest) -> str:
-    """The nested call id of a request: its approval id (over an ipybox service the same in any process)."""
-    return f"{CALL_PREFIX}{request.id}"
 
 
 def _lost_message(invocation: Invocation) -> str:

@@ -23,8 +23,7 @@ from agents.tool_context import ToolContext
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError
 from ipybox_core.executor.contract import ToolSummaries
-from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
-from ipybox_integrations.openai_agents._invocation import ParkedCall, current_invocation
+from ipybox_integrations.openai_agents._invocation import current_invocation
 
 McpApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], ApprovalRequest], "bool | Awaitable[bool]"]
 """Decides per MCP call whether to ask the user: ``(run context, request) -> True`` asks.
@@ -58,10 +57,7 @@ def request_identity(request: ApprovalRequest) -> tuple[str, str | None]:
 class ProxyTools:
     """The kernel agent's proxy tools, rebuilt when the executor's MCP servers change."""
 
-    def __init__(
-        self, suspended: SuspendedExecutions[ParkedCall], needs_approval: bool | McpApprovalPolicy
-    ) -> None:
-        self._suspended = suspended
+    def __init__(self, needs_approval: bool | McpApprovalPolicy) -> None:
         self._policy = needs_approval
         self._signature: tuple[tuple[str, str], ...] | None = None
         self._identities: set[tuple[str, str | None]] = set()
@@ -127,26 +123,27 @@ class ProxyTools:
     async def _needs_approval(
         self, context: RunContextWrapper[Any], params: dict[str, Any], call_id: str
     ) -> bool:
-        parked = self._parked(call_id)
-        if parked is None or parked.request is None or not callable(self._policy):
+        request = _shown(call_id)
+        if request is None or not callable(self._policy):
             return False  # nothing is waiting: the body reports the lost call without side effects
-        verdict = self._policy(context, parked.request)
+        verdict = self._policy(context, request)
         if inspect.isawaitable(verdict):
             verdict = await verdict
         return bool(verdict)
 
     async def _approved(self, context: ToolContext[Any], arguments: str) -> str:
         """Runs when the call was approved (or needed no approval): let the kernel make the call."""
-        parked = self._parked(context.tool_call_id)
-        if parked is None or parked.request is None:
+        request = _shown(context.tool_call_id)
+        if request is None:
             return "not executed: the execution that made this call no longer exists"
         try:
-            await parked.request.accept()
+            await request.accept()
         except ApprovalError as error:
             return f"not executed: {error}"
         return "approved"
 
-    def _parked(self, call_id: str) -> SuspendedExecution[ParkedCall] | None:
-        """The execution of the current ``execute_code`` conversation parked under ``call_id``."""
-        invocation = current_invocation()
-        return self._suspended.get(invocation.parked_key(call_id)) if invocation is not None else None
+
+def _shown(call_id: str) -> ApprovalRequest | None:
+    """The request the current ``execute_code`` invocation showed under the nested ``call_id``."""
+    invocation = current_invocation()
+    return invocation.request(call_id) if invocation is not None else None

@@ -6,6 +6,7 @@ import contextlib
 import inspect
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, cast
 
@@ -16,33 +17,31 @@ from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import IpyboxError, ServiceError
-from ipybox_core.suspended import MOVED_ON, SuspendedExecutions
+from ipybox_core.errors import ExecutionCancelled, IpyboxError, ServiceError
+from ipybox_core.executor import ExecutionResult
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     DEFAULT_SESSION_KEY,
     EXECUTE_CODE_DESCRIPTION,
     Conversations,
-    Executor,
+    RenderedResult,
     SessionSource,
     approval_description,
     cancel_waiting,
+    describe_failure,
     reattach,
+    render_result,
     with_notes,
 )
-from ipybox_integrations.openai_agents._driver import (
-    CALL_PREFIX,
-    PROXY_MISSING,
-    EventHook,
-    KernelDriver,
-    nested_call_id,
-)
+from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations.openai_agents._driver import PROXY_MISSING, EventHook, KernelDriver
 from ipybox_integrations.openai_agents._invocation import (
+    CALL_PREFIX,
     Invocation,
-    ParkedCall,
     canonical_call_id,
     current_invocation,
     invocation_scope,
+    nested_call_id,
 )
 from ipybox_integrations.openai_agents._kernel_model import KernelModel
 from ipybox_integrations.openai_agents._output import ImageDetail, noted_output, tool_output
@@ -73,7 +72,7 @@ class ExecuteCodeArgs(BaseModel):
 class CodeActionTool:
     """ipybox's ``execute_code`` tool for an OpenAI Agents SDK agent.
 
-    ``CodeActionTool(executor)`` runs every conversation's code in one :class:`CodeExecutor`;
+    ``CodeActionTool(executor)`` runs every conversation's code in that executor's one kernel;
     ``CodeActionTool(sessions)`` (an ``ipybox_core.Sessions``) gives each conversation its own kernel.
     The conversation is ``key(run_context)``, e.g. ``key=lambda ctx: ctx.context.user_id`` with
     ``Runner.run(..., context=...)``. Without ``key`` every run is one conversation
@@ -105,8 +104,8 @@ class CodeActionTool:
     - ``timeout``: bounds each execution (default: the executor's; waiting for a decision does not
       count).
     - ``abandon_after``: seconds after which this tool cancels an execution still waiting for a
-      decision. By default the backstop belongs to where the execution lives: a ``CodeExecutor``'s
-      ``abandon_after`` (15 minutes), the service's ``--approval-timeout`` for ``RemoteSessions``;
+      decision. By default the backstop belongs to where the execution lives: the in-process
+      executor's ``abandon_after`` (15 minutes), the service's ``--approval-timeout`` for ``RemoteSessions``;
       :meth:`cancel_suspended` (or :meth:`aclose`) cancels waiting executions at once.
 
     With a ``Sessions`` or one executor, the execution waits in this process: resuming works while
@@ -133,16 +132,15 @@ class CodeActionTool:
         reference_max_chars: int | None = None,
     ) -> None:
         self.conversations = Conversations(executor)
-        self.executor: Executor | None = executor if isinstance(executor, Executor) else None
-        """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.key = key
         self.image_detail: ImageDetail = image_detail
         self.reference_max_chars = reference_max_chars
-        self._suspended: SuspendedExecutions[ParkedCall] = SuspendedExecutions(abandon_after=abandon_after)
+        self._waiting = WaitingCalls(executor, abandon_after=abandon_after)
+        self._shown: weakref.WeakValueDictionary[str, ApprovalRequest] = weakref.WeakValueDictionary()
+        """The requests this tool showed as interruptions, while their executions hold them."""
         self._notes: dict[str, list[str]] = {}
-        self._proxies = ProxyTools(self._suspended, needs_approval)
+        self._proxies = ProxyTools(needs_approval)
         driver = KernelDriver(
-            self._suspended,
             self._proxies,
             ask=needs_approval is not False,
             timeout=timeout,
@@ -161,10 +159,6 @@ class CodeActionTool:
             tool_error_formatter=_proxy_missing,
         )
         self._kernel_agent: Agent[Any] = Agent(name=f"{name}_ipybox_kernel", model=model)
-        tools = self.executor.tool_summaries() if self.executor is not None else None
-        if tools is not None:
-            self._proxies.sync(tools)
-            self._refresh_tools()
         tool = self._kernel_agent.as_tool(
             tool_name=name,
             tool_description=description,
@@ -215,9 +209,7 @@ class CodeActionTool:
 
     def request_for(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The held ipybox request behind an interruption (server, tool, args, annotations), if live."""
-        call_id = canonical_call_id(item.call_id or "")
-        parked = next((p for p in self._suspended.values() if p.context.nested_call_id == call_id), None)
-        return parked.request if parked is not None else None
+        return self._shown.get(canonical_call_id(item.call_id or ""))
 
     def describe(self, item: ToolApprovalItem) -> str:
         """A one-paragraph description of an interruption for a human approver."""
@@ -234,15 +226,13 @@ class CodeActionTool:
 
     @property
     def suspended(self) -> int:
-        """How many executions wait for a decision."""
-        return len(self._suspended)
+        """How many calls this tool left waiting for a decision."""
+        return len(self._waiting)
 
     async def cancel_suspended(self, *, reason: str | None = None, conversation: str | None = None) -> int:
-        """Cancel the executions waiting for a decision (their pending calls are rejected), all or
-        one ``conversation``'s; returns how many."""
-        return await self._suspended.cancel_all(
-            reason, where=None if conversation is None else lambda p: p.context.conversation == conversation
-        )
+        """Cancel the executions this tool left waiting for a decision (their pending calls are
+        rejected), all or one ``conversation``'s; returns how many still waited."""
+        return await self._waiting.cancel(reason, conversation=conversation)
 
     async def aclose(self) -> None:
         """Cancel the executions waiting for a decision (the executor is the application's to close)."""
@@ -250,8 +240,8 @@ class CodeActionTool:
 
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
-        cancelled = await self.cancel_suspended(reason=MOVED_ON, conversation=conversation)
-        if cancelled + await cancel_waiting(self.conversations.source, conversation, reason=MOVED_ON):
+        self._waiting.forget(conversation)  # any instance's (any process's) waiting call of it:
+        if await cancel_waiting(self.conversations.source, conversation):
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return list(self._notes.get(conversation, ()))
 
@@ -271,8 +261,8 @@ class CodeActionTool:
         invocation = Invocation(
             context.tool_call_id, conversation, session.executor, learns_tools=tools is None
         )
-        if not self._waiting(invocation):  # another instance (or process) may have left it waiting
-            await self._reattach(session.executor, invocation)
+        self._waiting.resumed(conversation, invocation.call_id)
+        await self._reattach(invocation)  # this or another instance (or process) left it waiting
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)
@@ -284,10 +274,12 @@ class CodeActionTool:
                 await self._abandon(invocation)
                 self._notes.setdefault(conversation, [])[:0] = notes
                 raise
-        if self._waiting(invocation):  # the model sees this call's output later: keep the notes
+        if invocation.waiting and invocation.shown is not None:  # the model sees its output later
+            self._waiting.left(conversation, invocation.call_id)
+            self._shown[nested_call_id(invocation.shown)] = invocation.shown
             self._notes.setdefault(conversation, [])[:0] = notes
             return output
-        await self._settle(invocation)
+        await self._abandon(invocation, "execute_code returned before the code finished")
         return noted_output(notes, output)
 
     async def _extract(self, run_result: Any) -> Any:
@@ -296,51 +288,35 @@ class CodeActionTool:
             return str(run_result.final_output or "")
         return tool_output(invocation.rendered, self.image_detail)
 
-    def _waiting(self, invocation: Invocation) -> bool:
-        """True while this call's execution waits for a decision (its output is not final)."""
-        return any(
-            p.context.conversation == invocation.conversation and p.context.call_id == invocation.call_id
-            for p in self._suspended.values()
-        )
-
-    async def _settle(self, invocation: Invocation) -> None:
+    async def _abandon(self, invocation: Invocation, reason: str = "execute_code failed") -> None:
         """Never leave code running once the tool returned, unless it waits for a decision."""
-        execution = invocation.execution
-        if execution is not None and not execution.done:
-            await execution.cancel("execute_code returned before the code finished")
-
-    async def _abandon(self, invocation: Invocation) -> None:
-        if invocation.waiting_on is not None:
-            self._suspended.take(invocation.waiting_on)
         if invocation.execution is not None and not invocation.execution.done:
             with contextlib.suppress(Exception):
-                await invocation.execution.cancel("execute_code failed")
+                await invocation.execution.cancel(reason)
 
-    async def _reattach(self, executor: Executor, invocation: Invocation) -> None:
-        """Pick up this call's execution if it waits in its executor for a decision although this
-        instance never parked it (another instance, over an ipybox service another process, ran the
-        call until its interruption), and park it here under its nested call id
-        (``ipybox-<approval id>``), as that instance did."""
+    async def _reattach(self, invocation: Invocation) -> None:
+        """Pick up this call's execution if it waits in its executor (left there by this or another
+        instance; over an ipybox service by any process) and where it stands: its question, or
+        its result when it finished meanwhile (its approval expired and the code went on)."""
         try:
-            execution = await reattach(executor, invocation.call_id)
-            stop = await execution.next_stop() if execution is not None else None
+            execution = await reattach(invocation.executor, invocation.call_id)
+            if execution is None:
+                return
+            stop = await execution.next_stop()
         except ServiceError as error:
             logger.warning("ipybox: could not ask the service for call %s: %s", invocation.call_id, error)
             invocation.service_error = str(error) or type(error).__name__
             return
-        except IpyboxError:  # it ended meanwhile (cancelled, timed out): nothing waits for a decision
+        except ExecutionCancelled:  # cancelled meanwhile (moved on, abandoned): nothing waits
             return
-        if execution is None:
+        except IpyboxError as error:  # it timed out or its kernel died meanwhile: the model is told
+            invocation.rendered = RenderedResult(describe_failure(error), images=[], failed=True)
             return
-        if not isinstance(stop, ApprovalRequest):  # a resume never runs code: it stops at its question
-            await execution.cancel("execute_code found no question to answer")
-            return
-        nested = nested_call_id(stop)
-        key = invocation.parked_key(nested)
-        parked = ParkedCall(invocation.conversation, invocation.call_id, nested)
-        self._suspended.park(key, execution, stop, parked)
-        invocation.reattached = invocation.waiting_on = key
         invocation.execution = execution
+        if isinstance(stop, ExecutionResult):
+            invocation.rendered = render_result(stop)
+            return
+        invocation.shown = stop
         if self._proxies.learn(stop):
             self._refresh_tools()
 

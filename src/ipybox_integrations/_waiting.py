@@ -1,0 +1,68 @@
+"""Which calls an adapter instance left waiting for a decision: for its count, its cancel and its timer.
+
+The executions themselves wait in their executors (found again by call id from any adapter
+instance: ``executor.reattach``); an adapter only remembers *which* calls it left there, so that
+``suspended`` counts them, ``cancel_suspended()`` cancels them and an ``abandon_after`` the
+application asked for cancels one nobody came back for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ipybox_core.executor.contract import SessionSource
+from ipybox_integrations._session import cancel_waiting
+
+ABANDONED = "abandoned: nobody decided this call within {delay:g} s (the adapter's abandon_after)"
+
+
+class WaitingCalls:
+    """``(conversation, call id)`` of the calls left waiting, oldest first."""
+
+    def __init__(self, source: SessionSource, *, abandon_after: float | None) -> None:
+        self.source = source
+        self.abandon_after = abandon_after
+        """The adapter's own backstop in seconds (``None``: the executor's or the service's applies)."""
+        self._calls: dict[tuple[str, str], asyncio.TimerHandle | None] = {}
+        self._abandoning: set[asyncio.Future[int]] = set()
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def left(self, conversation: str, call_id: str) -> None:
+        """``call_id`` of ``conversation`` waits for a decision (restarts its timer)."""
+        self.resumed(conversation, call_id)
+        timer = None
+        if self.abandon_after is not None:
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(self.abandon_after, self._abandon, conversation, call_id)
+        self._calls[(conversation, call_id)] = timer
+
+    def resumed(self, conversation: str, call_id: str) -> None:
+        """``call_id`` of ``conversation`` was picked up again (or ended): forget it."""
+        timer = self._calls.pop((conversation, call_id), None)
+        if timer is not None:
+            timer.cancel()
+
+    def forget(self, conversation: str | None = None) -> list[tuple[str, str]]:
+        """Forget the calls of ``conversation`` (all when ``None``); returns them."""
+        chosen = [key for key in self._calls if conversation is None or key[0] == conversation]
+        for key in chosen:
+            self.resumed(*key)
+        return chosen
+
+    async def cancel(self, reason: str | None, *, conversation: str | None = None) -> int:
+        """Cancel the calls left waiting (those of ``conversation`` if given) in their executors;
+        returns how many still waited there."""
+        cancelled = 0
+        for key, call_id in self.forget(conversation):
+            cancelled += await cancel_waiting(self.source, key, calls=[call_id], reason=reason)
+        return cancelled
+
+    def _abandon(self, conversation: str, call_id: str) -> None:
+        self._calls.pop((conversation, call_id), None)
+        reason = ABANDONED.format(delay=self.abandon_after)
+        cancelling = cancel_waiting(self.source, conversation, calls=[call_id], reason=reason)
+        task = asyncio.ensure_future(cancelling)
+        self._abandoning.add(task)
+        task.add_done_callback(self._abandoning.discard)
