@@ -5,7 +5,7 @@ from agents import Agent, Runner
 from ipybox_integrations.openai_agents import CodeActionTool
 
 code = CodeActionTool(executor)
-agent = Agent(name="analyst", instructions=code.instructions("You are a data analyst."), tools=[code.tool])
+agent = Agent(name="analyst", instructions=code.instructions("You are a data analyst."), tools=[code])
 result = await Runner.run(agent, "...")
 while result.interruptions:
     state = result.to_state()
@@ -15,7 +15,7 @@ while result.interruptions:
 ```
 
 ``CodeActionTool(sessions, key=lambda ctx: ctx.context["user"])`` (an ``ipybox_core.Sessions``) gives
-each conversation its own kernel instead of one shared ``executor``.
+each conversation its own kernel instead of one shared ``executor`` (``key`` is required then).
 
 Needs ipybox's ``openai-agents`` extra (in an ipybox checkout: ``pip install -e '.[openai-agents]'``).
 """

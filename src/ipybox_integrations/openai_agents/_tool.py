@@ -17,7 +17,7 @@ from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, IpyboxError, ServiceError
+from ipybox_core.errors import ConfigError, ExecutionCancelled, IpyboxError, ServiceError
 from ipybox_core.executor import ExecutionResult
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
@@ -59,6 +59,11 @@ ConversationKey: TypeAlias = Callable[[RunContextWrapper[Any]], "str | None"]
 """Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.context.user_id``."""
 
 
+NO_KEY_MESSAGE = (
+    "CodeActionTool({source}) needs key=: the Agents SDK does not show a tool the Session given to "
+    "Runner.run, so without a key every conversation would share one kernel; pass e.g. "
+    "key=lambda ctx: ctx.context['conversation'] with Runner.run(..., context=...)"
+)
 NESTED_MAX_TURNS = 100_000
 """Each MCP call that asks for approval is one turn of the nested kernel run (SDK default: 10)."""
 
@@ -69,17 +74,19 @@ class ExecuteCodeArgs(BaseModel):
     code: str = Field(description="Python code to run in the stateful IPython kernel.")
 
 
-class CodeActionTool:
-    """ipybox's ``execute_code`` tool for an OpenAI Agents SDK agent.
+class CodeActionTool(FunctionTool):
+    """ipybox's ``execute_code`` tool for an OpenAI Agents SDK agent: ``Agent(tools=[code])``.
 
     ``CodeActionTool(executor)`` runs every conversation's code in that executor's one kernel;
-    ``CodeActionTool(sessions)`` (an ``ipybox_core.Sessions``) gives each conversation its own kernel.
-    The conversation is ``key(run_context)``, e.g. ``key=lambda ctx: ctx.context.user_id`` with
-    ``Runner.run(..., context=...)``. Without ``key`` every run is one conversation
-    (``DEFAULT_SESSION_KEY``): the SDK does not show a tool the ``Session`` given to ``Runner.run``,
-    so pass ``key=`` whenever runs of different conversations share this tool.
+    ``CodeActionTool(sessions, key=...)`` (an ``ipybox_core.Sessions`` or ``RemoteSessions``) gives
+    each conversation its own kernel. The conversation is ``key(run_context)``, e.g.
+    ``key=lambda ctx: ctx.context.user_id`` with ``Runner.run(..., context=...)``. The SDK does not
+    show a tool the ``Session`` given to ``Runner.run``, so ``key`` is required with sessions (without
+    it every conversation would share one kernel: :class:`ConfigError`); with one executor, runs
+    without ``key`` are one conversation (``DEFAULT_SESSION_KEY``).
 
-    ``tool`` is the SDK tool to put into ``Agent(tools=[...])``; :meth:`instructions` composes the
+    The object is the SDK ``FunctionTool`` to put into ``Agent(tools=[...])`` (``tool`` is the
+    same object, for ``tools=[code.tool]``); :meth:`instructions` composes the
     agent's instructions with the kernel guide and the MCP API reference. Each MCP call
     made by the code that the executor's approval policy leaves to the application surfaces as a
     regular ``ToolApprovalItem`` in ``result.interruptions`` (``item.tool_name`` is the MCP tool,
@@ -132,6 +139,8 @@ class CodeActionTool:
         reference_max_chars: int | None = None,
     ) -> None:
         self.conversations = Conversations(executor)
+        if key is None and not executor.shares_kernel:
+            raise ConfigError(NO_KEY_MESSAGE.format(source=type(executor).__name__))
         self.key = key
         self.image_detail: ImageDetail = image_detail
         self.reference_max_chars = reference_max_chars
@@ -171,9 +180,16 @@ class CodeActionTool:
             needs_approval=code_needs_approval,
         )
         self._invoke_nested = tool.on_invoke_tool
-        tool.on_invoke_tool = self._invoke
-        self.tool: FunctionTool = tool
-        """The ``execute_code`` tool for ``Agent(tools=[...])``."""
+        vars(self).update(vars(tool))  # this object is that tool: FunctionTool's fields
+        self.on_invoke_tool = self._invoke
+
+    @property
+    def tool(self) -> FunctionTool:
+        """This object: the ``execute_code`` tool (``tools=[code]`` and ``tools=[code.tool]`` agree)."""
+        return self
+
+    def __repr__(self) -> str:
+        return f"CodeActionTool({self.conversations.source!r}, name={self.name!r})"
 
     def conversation_of(self, context: RunContextWrapper[Any]) -> str:
         """The conversation (kernel) of a run: ``key(context)``, else ``DEFAULT_SESSION_KEY``."""
@@ -205,7 +221,14 @@ class CodeActionTool:
 
     def is_code_approval(self, item: ToolApprovalItem) -> bool:
         """True if ``item`` asks to run a code block (``code_needs_approval``), not an MCP call."""
-        return item.tool_name == self.tool.name and item.tool_namespace is None
+        return item.tool_name == self.name and item.tool_namespace is None
+
+    def owns(self, item: ToolApprovalItem) -> bool:
+        """True if this tool made the interruption: a code block to approve, or an MCP call of its code."""
+        agent = getattr(item.agent, "name", None)
+        return self.is_code_approval(item) or (
+            agent == self._kernel_agent.name and (item.call_id or "").startswith(CALL_PREFIX)
+        )
 
     def request_for(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The held ipybox request behind an interruption (server, tool, args, annotations), if live."""
@@ -222,7 +245,9 @@ class CodeActionTool:
         request = self.request_for(item)
         if request is not None:
             return approval_description(request)
-        return f"The code calls {item.qualified_name}({item.arguments}) (its execution is no longer waiting)"
+        if self.owns(item):
+            return f"The code calls MCP tool {item.qualified_name}({item.arguments}) (held elsewhere)"
+        return f"The agent calls the tool {item.qualified_name}({item.arguments})"
 
     @property
     def suspended(self) -> int:
