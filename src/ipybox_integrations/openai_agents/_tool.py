@@ -265,7 +265,7 @@ class CodeActionTool(FunctionTool):
 
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
-        self._waiting.forget(conversation)  # any instance's (any process's) waiting call of it:
+        self._waiting.forget(conversation)  # and cancel any instance's (any process's) waiting call:
         if await cancel_waiting(self.conversations.source, conversation):
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return list(self._notes.get(conversation, ()))
