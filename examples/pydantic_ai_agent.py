@@ -34,6 +34,7 @@ from pydantic_ai import (
     ModelResponse,
     TextPart,
     ToolCallPart,
+    ToolDenied,
     ToolReturnPart,
 )
 from pydantic_ai.capabilities import HandleDeferredToolCalls
@@ -43,9 +44,6 @@ from ipybox_core import CodeExecutor, ask_approval
 from ipybox_integrations.pydantic_ai import (
     CodeAction,
     CodeOutput,
-    Decision,
-    PendingApproval,
-    approval_results,
     pending_approvals,
 )
 
@@ -111,17 +109,13 @@ class TerminalApprover:
     def __init__(self, auto: bool) -> None:
         self.auto = auto
 
-    async def decide(self, approval: PendingApproval) -> Decision:
-        if await ask_approval(approval, auto=self.auto):  # "approve shop.place_order(...)? [y/N]"
-            return Decision.approve()
-        return Decision.reject("the user said no")
-
     async def answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
-        """Decide every ipybox approval in ``requests`` (inline or deferred alike)."""
-        decisions = {
-            approval.tool_call_id: await self.decide(approval) for approval in pending_approvals(requests)
-        }
-        return approval_results(requests, decisions)
+        """Answer each MCP call the code makes the PydanticAI way (inline or deferred alike)."""
+        approvals: dict[str, bool | ToolDenied] = {}
+        for approval in pending_approvals(requests):  # one per held call, with its description
+            approved = await ask_approval(approval, auto=self.auto)  # "approve shop.place_order(...)? [y/N]"
+            approvals[approval.tool_call_id] = True if approved else ToolDenied("the user said no")
+        return requests.build_results(approvals=approvals)
         # --8<-- [end:approver]
 
 

@@ -6,9 +6,11 @@ dispatched as a nested tool call (see :mod:`._nested`): a handler capability dec
 number of times per execution. When nothing decides it, the tool raises ``ApprovalRequired``: the
 run ends with ``DeferredToolRequests`` while the execution waits in its executor, and the next run's
 ``DeferredToolResults`` finds it there by call id (``executor.reattach``, from any ``CodeAction``
-instance: an app may build its agent per request) and resumes it — once per held call, and only with
-an answer naming that call's ``approval_id``. A run of the conversation that no longer carries the
-call (``repair_messages()``, a new history) cancels it at once.
+instance: an app may build its agent per request) and resumes it, once per held call. PydanticAI's
+own answers (``True``, ``ToolApproved(override_args=...)``, ``ToolDenied(message)``) decide the MCP
+call that waits (:meth:`CodeRunner.before_node` turns them into the held call's decision); one bound
+to another call's ``approval_id`` is ignored. A new prompt on a history whose call still waits, or a
+run that no longer carries it (a new history), closes and cancels it at once.
 """
 
 from __future__ import annotations
@@ -21,11 +23,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, BinaryContent, ModelRetry, RunContext, ToolCallPart, ToolReturn
+from pydantic_ai import (
+    ApprovalRequired,
+    BinaryContent,
+    CallToolsNode,
+    ModelRetry,
+    RunContext,
+    ToolApproved,
+    ToolCallPart,
+    ToolDenied,
+    ToolReturn,
+    UserPromptNode,
+)
 from pydantic_ai.exceptions import ToolFailed, ToolRetryError, UserError
 from pydantic_ai.messages import (
     CapabilityEvent,
     ModelMessage,
+    ModelRequest,
     ModelRequestPart,
     ModelResponse,
     ToolReturnPart,
@@ -52,6 +66,7 @@ from ipybox_integrations._session import (
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai.approvals import (
     DEFAULT_REJECT_REASON,
+    deferred_answer,
     pending_approval,
     request_metadata,
 )
@@ -82,8 +97,7 @@ class CallRef:
 
 
 IGNORED_ANSWER_NOTE = (
-    "an answer was ignored: a deferred approval must carry this request's approval_id in "
-    "DeferredToolResults.metadata (build it with ipybox_integrations.pydantic_ai.approval_results)"
+    "an answer was ignored: it was given for another held call (its approval_id is not this request's)"
 )
 _REJECTING_ERRORS = (ToolFailed, ModelRetry, ToolRetryError)
 _REMEMBERED_DENIALS = 10_000
@@ -96,11 +110,13 @@ class CodeRunner:
         self,
         conversations: Conversations,
         *,
+        tool_name: str = "execute_code",
         key: ConversationKey | None,
         timeout: float | None,
         abandon_after: float | None,
     ) -> None:
         self.conversations = conversations
+        self.tool_name = tool_name
         self.key = key or default_conversation_key
         self.timeout = timeout
         self.abandon_after = abandon_after
@@ -217,7 +233,9 @@ class CodeRunner:
         call = held_call(ref.call_id, request)
         metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
         answer = ctx.tool_call_metadata if ctx.tool_call_approved else None
-        valid = isinstance(answer, dict) and answer.get("approval_id") == request.id
+        # A PydanticAI answer (translated by answer_natively) decides the call the history waits
+        # on; one approval_results built is bound to its held call by the approval_id.
+        valid = isinstance(answer, dict) and answer.get("approval_id", request.id) == request.id
         decision = answer.get("decision", "approve") if isinstance(answer, dict) else None
         if not valid or decision not in ("approve", "reject"):
             if ctx.tool_call_approved:
@@ -282,8 +300,21 @@ class CodeRunner:
         _abandoning.add(task)
         task.add_done_callback(_abandoning.discard)
 
-    async def cancel(self, reason: str | None, where: Callable[[CallRef], bool] | None = None) -> int:
-        """Cancel the waiting calls this instance parked (those ``where`` selects); returns how many."""
+    async def cancel(
+        self,
+        reason: str | None,
+        where: Callable[[CallRef], bool] | None = None,
+        *,
+        conversation: str | None = None,
+    ) -> int:
+        """Cancel the waiting calls this instance parked (those ``where`` selects); returns how many.
+
+        With ``conversation``: everything that waits in that conversation, parked by any instance.
+        """
+        if conversation is not None:
+            for key in [key for key in self.parked if key[0] == conversation]:
+                self._forget(*key)
+            return await cancel_waiting(self.conversations.source, conversation, reason=reason)
         chosen = [ref for ref in self.parked.values() if where is None or where(ref)]
         cancelled = 0
         for ref in chosen:
@@ -292,6 +323,63 @@ class CodeRunner:
                 self.conversations.source, ref.conversation, calls=[ref.call_id], reason=reason
             )
         return cancelled
+
+    async def before_node(self, ctx: RunContext[Any], node: Any) -> Any:
+        """Map PydanticAI's own answers onto held calls; close calls a new prompt moves on from."""
+        if isinstance(node, CallToolsNode) and node.tool_call_results:
+            return self._answer_natively(node)
+        if (
+            isinstance(node, UserPromptNode)
+            and node.user_prompt is not None
+            and node.deferred_tool_results is None
+        ):
+            await self._close_moved_on(ctx)
+        return node
+
+    def _answer_natively(self, node: CallToolsNode[Any, Any]) -> CallToolsNode[Any, Any]:
+        """Turn ``True`` / ``ToolApproved(override_args)`` / ``ToolDenied(message)`` for a waiting
+        ``execute_code`` call into the decision of the MCP call it holds (see ``deferred_answer``).
+
+        PydanticAI would not call a denied tool, so a denial becomes an approval of ``execute_code``
+        carrying "reject": the held call raises ``PermissionError(message)`` and the code goes on.
+        An abort (:meth:`Decision.abort`) stays a denial of the whole ``execute_code`` call.
+        """
+        results = dict(node.tool_call_results or {})
+        metadata = dict(node.tool_call_metadata or {})
+        for call in node.model_response.tool_calls:
+            result = results.get(call.tool_call_id)
+            answer = metadata.get(call.tool_call_id)
+            if call.tool_name != self.tool_name or not isinstance(result, (ToolApproved, ToolDenied)):
+                continue
+            if isinstance(result, ToolDenied) and (answer or {}).get("decision") == "abort":
+                continue
+            results[call.tool_call_id] = ToolApproved()
+            metadata[call.tool_call_id] = deferred_answer(result, answer)
+        return dataclasses.replace(node, tool_call_results=results, tool_call_metadata=metadata)
+
+    async def _close_moved_on(self, ctx: RunContext[Any]) -> None:
+        """A new prompt on a history whose ``execute_code`` calls still wait: answer them for the
+        model ("moved on") and cancel their executions, so the run needs no ``repair_messages()``."""
+        calls = [
+            call
+            for call in _last_response_calls(ctx.messages)
+            if call.tool_name == self.tool_name and call.tool_call_id in open_tool_calls(ctx.messages)
+        ]
+        if not calls:
+            return
+        ctx.messages.append(
+            ModelRequest(
+                parts=[
+                    ToolReturnPart(call.tool_name, ABANDONED_MESSAGE, tool_call_id=call.tool_call_id)
+                    for call in calls
+                ]
+            )
+        )
+        conversation = self.conversation_of(ctx)
+        ids = [call.tool_call_id for call in calls]
+        for call_id in ids:
+            self._forget(conversation, call_id)
+        await cancel_waiting(self.conversations.source, conversation, calls=ids, reason=MOVED_ON)
 
     async def cancel_denied(self, ctx: RunContext[Any], parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt waiting executions whose ``execute_code`` call was answered with ``ToolDenied``
@@ -338,14 +426,22 @@ class CodeRunner:
 _abandoning: set[asyncio.Future[int]] = set()
 
 
+def _last_response_index(messages: list[ModelMessage]) -> int | None:
+    return next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), None)
+
+
+def _last_response_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
+    last = _last_response_index(messages)
+    response = messages[last] if last is not None else None
+    return list(response.tool_calls) if isinstance(response, ModelResponse) else []
+
+
 def open_tool_calls(messages: list[ModelMessage]) -> set[str]:
     """Ids of the tool calls of the history's last response that have no result yet."""
-    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), None)
+    last = _last_response_index(messages)
     if last is None:
         return set()
-    response = messages[last]
-    assert isinstance(response, ModelResponse)
-    calls = {call.tool_call_id for call in response.tool_calls}
+    calls = {call.tool_call_id for call in _last_response_calls(messages)}
     answered = {
         part.tool_call_id
         for message in messages[last + 1 :]

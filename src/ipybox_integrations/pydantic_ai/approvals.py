@@ -7,20 +7,24 @@ of two ways:
 - **inline**: a handler capability (``HandleDeferredToolCalls``, ``RequestInput``, ...) gets a
   ``DeferredToolRequests`` whose one approval is a nested tool call named after the MCP tool, with
   the call's arguments; the run goes on with its answer.
-- **deferred**: no handler answers, the run ends with ``DeferredToolRequests`` holding the
-  ``execute_code`` call, the kernel waits, and the application answers with ``DeferredToolResults``
-  in the next run.
+- **deferred**: no handler answers, the run ends with ``DeferredToolRequests`` whose approval is
+  keyed by the ``execute_code`` call id but named after the MCP tool, with its arguments
+  (:func:`named_requests`); the kernel waits, and the application answers in the next run the
+  PydanticAI way: ``True`` / ``ToolApproved(override_args=...)`` send the call (edited),
+  ``False`` / ``ToolDenied(message)`` reject it (``PermissionError(message)`` in the code).
 
-:func:`pending_approvals` reads either form, :func:`approval_results` builds the answer for either.
+:func:`pending_approvals` reads either form; :func:`approval_results` builds the answer for either
+and binds a deferred answer to the one held call it decides (its ``approval_id``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolCallPart, ToolDenied
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_integrations._session import approval_description
@@ -190,6 +194,7 @@ def _add_answer(results: DeferredToolResults, approval: PendingApproval, decisio
         return
     if decision.action == "abort":
         results.approvals[key] = ToolDenied(decision.reason or DEFAULT_ABORT_MESSAGE)
+        results.metadata[key] = {"approval_id": approval.approval_id, "decision": "abort"}
         return
     results.approvals[key] = ToolApproved()
     answer: dict[str, Any] = {"approval_id": approval.approval_id, "decision": decision.action}
@@ -198,3 +203,33 @@ def _add_answer(results: DeferredToolResults, approval: PendingApproval, decisio
     elif decision.arguments is not None:
         answer["arguments"] = dict(decision.arguments)
     results.metadata[key] = answer
+
+
+def named_requests(requests: DeferredToolRequests) -> DeferredToolRequests:
+    """``requests`` with each deferred ipybox approval named after the MCP call it holds.
+
+    The id stays the ``execute_code`` call's (the one PydanticAI resumes); the tool name and
+    arguments become the MCP tool's, so ``requests.approvals`` reads as the call to decide.
+    """
+    approvals = []
+    for call in requests.approvals:
+        metadata = requests.metadata.get(call.tool_call_id) or {}
+        if metadata.get("source") == SOURCE and call.tool_call_id != metadata.get("nested_tool_call_id"):
+            call = ToolCallPart(metadata["tool"], dict(metadata["args"]), tool_call_id=call.tool_call_id)
+        approvals.append(call)
+    return dataclasses.replace(requests, approvals=approvals)
+
+
+def deferred_answer(result: object, answer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ipybox answer a PydanticAI approval result for a held call stands for.
+
+    ``ToolApproved(override_args=...)`` edits the MCP call, ``ToolDenied(message)`` rejects it
+    with ``message``; an answer :func:`approval_results` built (with its ``approval_id``) is kept.
+    """
+    answer = dict(answer or {})
+    if isinstance(result, ToolDenied):
+        return {**answer, "decision": "reject", "reason": result.message}
+    answer.setdefault("decision", "approve")
+    if isinstance(result, ToolApproved) and result.override_args is not None:
+        answer["arguments"] = dict(result.override_args)
+    return answer

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from pydantic_ai import RunContext, Tool, ToolReturn
+from pydantic_ai import AgentRunResult, DeferredToolRequests, RunContext, Tool, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelRequest
 from pydantic_ai.tools import AgentDepsT
@@ -19,6 +20,7 @@ from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, Executor, SessionSource
 from ipybox_integrations.pydantic_ai._execute import CodeRunner, ConversationKey
+from ipybox_integrations.pydantic_ai.approvals import named_requests
 
 TOOL_NAME = "execute_code"
 
@@ -39,14 +41,16 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     (``executor.api_reference()``, recomputed before every model request). Every MCP call the code
     makes is a PydanticAI approval: decided inline by a handler capability (``HandleDeferredToolCalls``,
     ``RequestInput``, ...) when the agent has one, otherwise deferred — the run ends with
-    ``DeferredToolRequests`` while the kernel waits (see :func:`approval_results`).
+    ``DeferredToolRequests`` while the kernel waits: each approval there is named after the MCP
+    call and answered the PydanticAI way (``True``, ``ToolApproved(override_args=...)``,
+    ``ToolDenied(message)``), or with :func:`approval_results`.
 
     The waiting execution belongs to its executor, not to this object: a ``CodeAction`` built anew
     for each request (around the same executor or sessions) resumes it from the deferred answer.
-    It runs on only with an answer naming its ``approval_id``. When a run of the same
-    conversation no longer carries the waiting call (``repair_messages()`` closed it, a new history,
-    or none), or the run that parked it fails (e.g. ``DeferredToolRequests`` is not an output type),
-    the execution is cancelled at once: the MCP call never runs and the model is told so.
+    An answer bound to another held call's ``approval_id`` is ignored. When a new prompt arrives
+    while the call waits, a run of the same conversation no longer carries it (a new history), or
+    the run that parked it fails (e.g. ``DeferredToolRequests`` is not an output type), the
+    execution is cancelled at once: the MCP call never runs and the model is told so.
 
     ``timeout`` bounds each execution (default: the executor's; waiting for a decision does not
     count). The backstop for an approval nobody answers belongs to where the execution lives: a
@@ -92,7 +96,9 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         self.executor: Executor | None = source if isinstance(source, Executor) else None
         """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.reference_max_chars = reference_max_chars
-        self._runner = CodeRunner(self.conversations, key=key, timeout=timeout, abandon_after=abandon_after)
+        self._runner = CodeRunner(
+            self.conversations, tool_name=TOOL_NAME, key=key, timeout=timeout, abandon_after=abandon_after
+        )
         self._start_lock = asyncio.Lock()
         self._started = self._owned is None
         self._toolset = FunctionToolset[Any](
@@ -137,10 +143,13 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         """How many calls this capability left waiting for a deferred approval."""
         return len(self._runner.parked)
 
-    async def cancel_suspended(self, *, reason: str | None = None) -> int:
-        """Interrupt every execution this capability left waiting for a decision (e.g. the user
-        left); returns how many."""
-        return await self._runner.cancel(reason)
+    async def cancel_suspended(self, *, conversation: str | None = None, reason: str | None = None) -> int:
+        """Interrupt executions waiting for a decision (e.g. the user left); returns how many.
+
+        Without ``conversation``: those this capability left waiting. With it: everything that
+        waits in that conversation (its ``key``), whichever instance or process left it.
+        """
+        return await self._runner.cancel(reason, conversation=conversation)
 
     # --- identity: one instance is one kernel, never equal to another -----------------------
 
@@ -174,6 +183,18 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     async def on_run_error(self, ctx: RunContext[AgentDepsT], *, error: BaseException) -> Any:
         await self._runner.cancel_run(ctx)
         raise error
+
+    async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
+        return await self._runner.before_node(ctx, node)
+
+    async def after_run(
+        self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        # A deferred approval reads as the MCP call it holds (name, arguments), keyed by the
+        # execute_code call id PydanticAI resumes.
+        if isinstance(result.output, DeferredToolRequests):
+            return dataclasses.replace(result, output=named_requests(result.output))
+        return result
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.

@@ -74,7 +74,7 @@ def test_deferred_answers_carry_the_approval_id() -> None:
 
     abort = approval_results(deferred_requests(), {"exec": Decision.abort("stop")})
     assert abort.approvals == {"exec": ToolDenied("stop")}
-    assert abort.metadata == {}
+    assert abort.metadata == {"exec": {"approval_id": "a" * 32, "decision": "abort"}}  # stays a denial
 
 
 def test_inline_answers_use_pydantic_ai_approvals() -> None:

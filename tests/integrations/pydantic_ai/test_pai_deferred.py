@@ -33,7 +33,7 @@ async def test_three_mcp_calls_take_three_rounds_and_two_model_calls(executor: C
     result = await agent.run("go")
     rounds = []
     while isinstance(result.output, DeferredToolRequests):
-        assert [call.tool_name for call in result.output.approvals] == ["execute_code"]
+        assert [call.tool_call_id for call in result.output.approvals] == ["call_0_0"]  # execute_code's id
         assert model.calls == 1  # no model request while the kernel waits
         (approval,) = pending_approvals(result.output)
         rounds.append((approval.name, approval.args, approval.tool_call_id))
@@ -117,7 +117,7 @@ print("not reached")
     assert text_of(second) == "2 False"  # state before the denied call kept; nothing after it ran
 
 
-async def test_stale_replayed_or_unidentified_approvals_do_not_approve_the_next_call(
+async def test_stale_or_replayed_bound_approvals_do_not_approve_the_next_call(
     executor: CodeExecutor,
 ) -> None:
     code = """\
@@ -140,9 +140,10 @@ print("first", first)
     assert pending.name == "test.echo"
 
     replays: list[DeferredToolResults | None] = [
-        round_one,  # round 1's answer sent again
-        DeferredToolResults(approvals={"call_0_0": ToolApproved()}),  # approval without the approval id
-        result.output.build_results(approve_all=True),
+        round_one,  # round 1's answer (bound to round 1's approval_id) sent again
+        DeferredToolResults(  # a bound answer for a call that is not the one waiting
+            approvals={"call_0_0": ToolApproved()}, metadata={"call_0_0": {"approval_id": "0" * 32}}
+        ),
         None,  # history only: the pending call is asked again
     ]
     for replay in replays:
