@@ -16,7 +16,6 @@ JsonScalar: TypeAlias = str | int | float | bool | None
 
 MAX_SHOWN_LITERAL_CHARS = 320
 """A compact ``Literal[...]`` shows values up to this many characters, then ``... and N more``."""
-"""Compact annotations show at most this many literal values, then ``...``."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,24 @@ class AnyType:
 
 @dataclass(frozen=True)
 class Primitive:
-    name: Literal["str", "int", "float", "bool", "None"]
+    """A JSON scalar, or a string ``format`` with a Python type (``datetime``, ``date``, ``UUID``)."""
+
+    name: Literal["str", "int", "float", "bool", "None", "datetime", "date", "UUID"]
+
+
+CODE_NAMES = {
+    "int": "_base.Integer",
+    "float": "_base.Number",
+    "bool": "_base.Bool",
+    "datetime": "_base.DateTime",
+    "date": "_base.Date",
+    "UUID": "_base.Uuid",
+}
+"""A primitive's annotation in generated code: the strict types of the package's ``_base``
+(shown as the plain name in signatures and help)."""
+PrimitiveName: TypeAlias = Literal["str", "int", "float", "bool", "None", "datetime", "date", "UUID"]
+FORMATS: dict[str, PrimitiveName] = {"date-time": "datetime", "date": "date", "uuid": "UUID"}
+"""String formats with a Python type: values are checked in the kernel and sent in the JSON form."""
 
 
 @dataclass(frozen=True)
@@ -226,28 +242,39 @@ def _within_budget(values: list[str]) -> list[str]:
     return shown
 
 
-def render(expr: TypeExpr, *, compact: bool, names: Any = None) -> str:
+def render(expr: TypeExpr, *, compact: bool, names: Any = None, code: bool = False) -> str:
     """The Python annotation for ``expr``; ``compact`` shows a long literal list up to a budget,
-    then ``... and N more`` (the full list is in the generated code and in ``help()``)."""
+    then ``... and N more`` (the full list is in the generated code and in ``help()``); ``code``:
+    the annotation for the generated module (strict ``_base`` types, see :data:`CODE_NAMES`)."""
     name_of = names or (lambda model: model.name)
+
+    def inner(item: TypeExpr) -> str:
+        return render(item, compact=compact, names=names, code=code)
+
     if isinstance(expr, AnyType):
         return "Any"
     if isinstance(expr, Primitive):
-        return expr.name
+        return CODE_NAMES.get(expr.name, expr.name) if code else expr.name
     if isinstance(expr, LiteralType):
         values = [py_literal(value) for value in expr.values]
-        return f"Literal[{', '.join(_within_budget(values) if compact else values)}]"
+        text = f"Literal[{', '.join(_within_budget(values) if compact else values)}]"
+        return f"Annotated[{text}, _base.exact]" if code and _mixes_bool(expr) else text
     if isinstance(expr, ListType):
-        return f"list[{render(expr.item, compact=compact, names=names)}]"
+        return f"list[{inner(expr.item)}]"
     if isinstance(expr, TupleType):
         if not expr.items:
             return "tuple[()]"
-        return f"tuple[{', '.join(render(item, compact=compact, names=names) for item in expr.items)}]"
+        return f"tuple[{', '.join(inner(item) for item in expr.items)}]"
     if isinstance(expr, DictType):
-        return f"dict[str, {render(expr.value, compact=compact, names=names)}]"
+        return f"dict[str, {inner(expr.value)}]"
     if isinstance(expr, UnionType):
-        return " | ".join(render(member, compact=compact, names=names) for member in expr.members)
+        return " | ".join(inner(member) for member in expr.members)
     return str(name_of(expr.model))
+
+
+def _mixes_bool(expr: LiteralType) -> bool:
+    """Whether pydantic could take a bool for a number of ``expr`` or a number for a bool."""
+    return any(isinstance(v, int | float) for v in expr.values)
 
 
 def referenced_models(expr: TypeExpr) -> Iterator[ModelDef]:
@@ -263,11 +290,12 @@ def referenced_models(expr: TypeExpr) -> Iterator[ModelDef]:
             yield from referenced_models(member)
 
 
-def uses_name(expr: TypeExpr, name: Literal["Any", "Literal"]) -> bool:
+def uses_name(expr: TypeExpr, name: Literal["Any", "Literal", "Annotated"]) -> bool:
+    """Whether the code annotation of ``expr`` uses ``typing.<name>``."""
     if isinstance(expr, AnyType):
         return name == "Any"
     if isinstance(expr, LiteralType):
-        return name == "Literal"
+        return name == "Literal" or (name == "Annotated" and _mixes_bool(expr))
     if isinstance(expr, ListType):
         return uses_name(expr.item, name)
     if isinstance(expr, DictType):
@@ -288,7 +316,7 @@ def fits(expr: TypeExpr, value: Any, depth: int = 0) -> bool:
             return value is None
         if expr.name == "bool":
             return isinstance(value, bool)
-        if expr.name == "str":
+        if expr.name in ("str", "datetime", "date", "UUID"):
             return isinstance(value, str)
         if expr.name == "int":
             return (isinstance(value, int) and not isinstance(value, bool)) or (

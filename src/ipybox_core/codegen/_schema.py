@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from ipybox_core.codegen._ir import (
     ANY,
+    FORMATS,
     MISSING,
     NONE,
     DictType,
@@ -28,6 +29,7 @@ from ipybox_core.codegen._ir import (
     ToolShape,
     TupleType,
     TypeExpr,
+    UnionType,
     fits,
     union,
 )
@@ -220,6 +222,8 @@ class SchemaConverter:
     def _single_type(
         self, node: dict[str, Any], kind: str, *, hint: str, depth: int, ref: str | None
     ) -> TypeExpr:
+        if kind == "string" and node.get("format") in FORMATS:
+            return Primitive(FORMATS[node["format"]])
         if kind in _PRIMITIVES:
             return _PRIMITIVES[kind]
         if kind == "object":
@@ -584,7 +588,7 @@ def _unchecked(
         notes.append(f"pattern {pattern[:200]!r}")
     if _bound(schema.get("multipleOf")) is not None and "multiple_of" not in names:
         notes.append(f"multiple of {schema['multipleOf']!r}")
-    if isinstance(schema.get("format"), str):
+    if isinstance(schema.get("format"), str) and not _typed_format(expr):
         notes.append(f"format {schema['format'][:60]!r}")
     if schema.get("uniqueItems") is True and "unique_items" not in names:
         notes.append("unique items")
@@ -595,6 +599,12 @@ def _unchecked(
         keys = ", ".join(repr(k[:60]) for k in list(schema["patternProperties"])[:3])
         notes.append(f"keys matching {keys}")
     return tuple(notes)
+
+
+def _typed_format(expr: TypeExpr) -> bool:
+    """Whether ``expr`` (or a member of it) is a string format's Python type, checked in the kernel."""
+    members = expr.members if isinstance(expr, UnionType) else (expr,)
+    return any(isinstance(m, Primitive) and m.name in FORMATS.values() for m in members)
 
 
 def _length_constraints(schema: dict[str, Any], keys: dict[str, str]) -> list[tuple[str, int]]:

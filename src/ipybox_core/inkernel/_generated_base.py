@@ -8,20 +8,57 @@ into the callable that validates the arguments, sends the call and converts the 
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import inspect
 import json
 import math
+import numbers
+import operator
+import re
+import sys
+import uuid
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+)
 from pydantic_core import to_jsonable_python
 
 from ipybox_core.inkernel import runtime
 
-__all__ = ["Args", "Model", "ResultValidationWarning", "is_none", "tool", "unique_items"]
+__all__ = [
+    "Args",
+    "Bool",
+    "Date",
+    "DateTime",
+    "Integer",
+    "Model",
+    "Number",
+    "ResultValidationWarning",
+    "Uuid",
+    "exact",
+    "is_none",
+    "number",
+    "tool",
+    "unique_items",
+]
+
+ARGUMENTS = {"ipybox": "arguments"}
+"""Validation context of a tool's arguments: formats are checked strictly there, leniently in results."""
 
 
 class _ModelType(type(BaseModel)):  # type: ignore[misc]
@@ -111,6 +148,174 @@ unique_items = AfterValidator(_check_unique)
 """``Annotated[list[...], unique_items]``: JSON Schema's ``uniqueItems``."""
 
 
+# --- JSON types: what the schema allows, sent as the schema says ------------------------------------
+
+
+def _json_number(value: Any) -> Any:
+    """An integral float as a JSON integer (``3.0`` is sent as ``3``)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _no_bool(value: Any, expected: str) -> None:
+    if isinstance(value, bool):
+        raise ValueError(f"expected {expected}, not the bool {value!r}")
+    if isinstance(value, str):
+        raise ValueError(f"expected {expected}, not the string {value!r} (convert it first)")
+
+
+def _integer(value: Any) -> Any:
+    _no_bool(value, "an integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, int | float) and hasattr(type(value), "__index__"):
+        return operator.index(value)  # numpy integers and the like
+    return value
+
+
+def _number(value: Any, handler: Callable[[Any], Any]) -> Any:
+    _no_bool(value, "a number")
+    if not isinstance(value, int | float) and hasattr(type(value), "__index__"):
+        value = operator.index(value)
+    if isinstance(value, int):
+        # bounds and multiples, checked as a float (beyond the largest float: as the largest float)
+        handler(value if abs(value) <= _LARGEST_FLOAT else (1 if value > 0 else -1) * sys.float_info.max)
+        return value  # an int stays an int (sent exactly)
+    if isinstance(value, numbers.Real) and not isinstance(value, float):
+        value = float(value)  # numpy floats, fractions
+    return handler(value)
+
+
+_LARGEST_FLOAT = int(sys.float_info.max)
+
+_AS_JSON_NUMBER = PlainSerializer(_json_number, return_type=Any, when_used="json")
+
+Integer = Annotated[int, Strict(), BeforeValidator(_integer), _AS_JSON_NUMBER]
+"""JSON Schema ``integer``: an int (an integral float such as ``3.0`` is taken as ``3``); no bool, no str."""
+Number = Annotated[float, Strict(), WrapValidator(_number), _AS_JSON_NUMBER]
+"""JSON Schema ``number``: an int stays an int, a float a float; integral floats are sent as integers."""
+
+
+def number(**constraints: Any) -> Any:
+    """:data:`Number` with bounds or ``multiple_of`` (checked as pydantic checks a float)."""
+    return Annotated[float, Strict(), Field(**constraints), WrapValidator(_number), _AS_JSON_NUMBER]
+
+
+Bool = Annotated[bool, Strict()]
+"""JSON Schema ``boolean``: ``True`` or ``False`` only (no ``1``, no ``'yes'``)."""
+
+
+def _exact_literal(value: Any, handler: Callable[[Any], Any]) -> Any:
+    result = handler(value)
+    if isinstance(result, bool) != isinstance(value, bool):
+        raise ValueError(f"{value!r} is not one of the allowed values")
+    return result
+
+
+exact = WrapValidator(_exact_literal)
+"""``Annotated[Literal[...], exact]``: ``True`` is not ``1`` (nor ``1`` ``True``)."""
+
+_DATE_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?P<fraction>\.\d+)?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?"
+)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_DATE_TIME_FIX = (
+    "an ISO 8601 string with a UTC offset such as '2026-12-03T14:00:00Z', or a datetime with tzinfo "
+    "(datetime(..., tzinfo=timezone.utc))"
+)
+
+
+def _in_arguments(info: ValidationInfo) -> bool:
+    return info.context == ARGUMENTS
+
+
+def _parse_date_time(text: str) -> _dt.datetime:
+    match = _DATE_TIME.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a date-time: expected {_DATE_TIME_FIX}")
+    fraction = (match["fraction"] or ".")[1:7].ljust(6, "0")
+    offset = match["offset"] or ""
+    normal = f"{text[:10]}T{text[11:19]}.{fraction}" + ("+00:00" if offset in ("Z", "z") else offset)
+    try:
+        return _dt.datetime.fromisoformat(normal)
+    except ValueError as error:
+        raise ValueError(f"{text!r} is not a date-time ({error})") from None
+
+
+def _date_time(value: Any, info: ValidationInfo) -> Any:
+    strict = _in_arguments(info)
+    if isinstance(value, str):
+        try:
+            value = _parse_date_time(value)
+        except ValueError:
+            if strict:
+                raise
+            return value  # a result the server wrote otherwise: kept as text
+    if not isinstance(value, _dt.datetime):
+        raise ValueError(f"expected a date-time: {_DATE_TIME_FIX}; got {type(value).__name__}")
+    if strict and value.utcoffset() is None:
+        raise ValueError(f"a date-time needs a UTC offset (RFC 3339): use {_DATE_TIME_FIX}")
+    return value
+
+
+def _date(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str):
+        try:
+            if _DATE.fullmatch(value) is None:
+                raise ValueError
+            return _dt.date.fromisoformat(value)
+        except ValueError:
+            if _in_arguments(info):
+                raise ValueError(f"{value!r} is not a date: expected 'YYYY-MM-DD' or a date object") from None
+            return value
+    if isinstance(value, _dt.datetime):
+        raise ValueError("expected a date, not a datetime: pass value.date()")
+    if not isinstance(value, _dt.date):
+        raise ValueError(f"expected a date ('YYYY-MM-DD' or a date object), got {type(value).__name__}")
+    return value
+
+
+def _uuid(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str):
+        if _UUID.fullmatch(value):
+            return uuid.UUID(value)
+        if _in_arguments(info):
+            raise ValueError(f"{value!r} is not a UUID: expected the 8-4-4-4-12 hex form or a UUID")
+        return value
+    if not isinstance(value, uuid.UUID):
+        raise ValueError(f"expected a UUID (a string or uuid.UUID), got {type(value).__name__}")
+    return value
+
+
+def _iso(value: Any) -> Any:
+    """A datetime or date in its ISO form, UTC as ``Z`` (a text kept from a result stays as it is)."""
+    if isinstance(value, _dt.datetime) and value.utcoffset() == _dt.timedelta(0):
+        return value.replace(tzinfo=None).isoformat() + "Z"
+    return value.isoformat() if isinstance(value, _dt.date) else value
+
+
+DateTime = Annotated[
+    _dt.datetime,
+    PlainValidator(_date_time, json_schema_input_type=str),
+    PlainSerializer(_iso, return_type=Any, when_used="json"),
+]
+"""``format: date-time``: a datetime with tzinfo or an RFC 3339 string, sent as ``isoformat()``."""
+Date = Annotated[
+    _dt.date,
+    PlainValidator(_date, json_schema_input_type=str),
+    PlainSerializer(_iso, return_type=Any, when_used="json"),
+]
+"""``format: date``: a date or ``'YYYY-MM-DD'``."""
+Uuid = Annotated[
+    uuid.UUID,
+    PlainValidator(_uuid, json_schema_input_type=str),
+    PlainSerializer(str, return_type=str, when_used="json"),
+]
+"""``format: uuid``: a UUID or its hyphenated string, sent lower-case."""
+
+
 class _Shown(str):
     """An annotation shown as written (``inspect`` would quote a plain string)."""
 
@@ -171,7 +376,7 @@ def tool(
                     f"{function_name}() takes keyword arguments only: "
                     f"call it as {function_name}(name=value, ...)"
                 )
-            validated = args_model.model_validate(kwargs)
+            validated = args_model.model_validate(kwargs, context=ARGUMENTS)
             if always:
                 validated.__pydantic_fields_set__.update(always)
             arguments = validated.model_dump(by_alias=True, exclude_unset=True, mode="json", warnings=False)
