@@ -44,6 +44,10 @@ class WaitingCalls:
         if timer is not None:
             timer.cancel()
 
+    def of(self, conversation: str) -> list[str]:
+        """The call ids of ``conversation`` left waiting, oldest first."""
+        return [call_id for key, call_id in self._calls if key == conversation]
+
     def forget(self, conversation: str | None = None) -> list[tuple[str, str]]:
         """Forget the calls of ``conversation`` (all when ``None``); returns them."""
         chosen = [key for key in self._calls if conversation is None or key[0] == conversation]
@@ -58,6 +62,11 @@ class WaitingCalls:
         for key, call_id in self.forget(conversation):
             cancelled += await cancel_waiting(self.source, key, calls=[call_id], reason=reason)
         return cancelled
+
+    async def settle(self) -> None:
+        """Wait until the calls abandoned by their timer so far are cancelled (the kernel is free)."""
+        if self._abandoning:
+            await asyncio.gather(*self._abandoning, return_exceptions=True)
 
     def _abandon(self, conversation: str, call_id: str) -> None:
         self._calls.pop((conversation, call_id), None)
