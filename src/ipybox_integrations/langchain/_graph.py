@@ -1,34 +1,34 @@
 """Interrupt mode: inside a LangGraph graph with a checkpointer, each MCP call is one ``interrupt()``.
 
 LangGraph re-runs an interrupted tool call from the top on every resume, and ``interrupt()`` matches
-answers to calls by their order within the call. So on each entry the tool re-issues the interrupts
-already answered (they return their stored answers at once), then carries on with the ONE execution
-it parked in the session store: the code is never run twice.
-
-Over ``RemoteSessions`` the execution is also parked in the ipybox service under (thread, tool call
-id), so a process that never saw it (the application restarted) resumes it from there: the answer
-given to the checkpoint's pending interrupt applies only if that interrupt showed the very call that
-waits in the service; otherwise the call is asked again.
+answers to calls by their order within the call. The execution waits in its executor under the
+thread's tool call id (over ``RemoteSessions``: in the ipybox service), so on each entry the tool
+finds it there again (``executor.reattach``), from this or any other tool instance or process,
+re-issues the interrupts already answered (they return their stored answers at once) and carries
+on with that ONE execution: the code is never run twice. The answer given to the pending
+interrupt applies only if that interrupt showed the very call that waits; otherwise the call is
+asked again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+import langgraph.types
 from langchain.tools import ToolRuntime
 from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
-from langgraph.types import interrupt
+from langgraph.types import Interrupt, interrupt
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
-from ipybox_core.executor import ExecutionResult
-from ipybox_core.suspended import MOVED_ON
+from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
+    cancel_waiting,
     describe_failure,
-    parked_key,
     reattach,
     start_execution,
     with_notes,
@@ -41,26 +41,36 @@ from ipybox_integrations.langchain._hitl import (
     parse_response,
     response_schema,
 )
-from ipybox_integrations.langchain._sessions import (
-    CallState,
-    Parked,
-    Store,
-    discard,
-    of_thread,
-    suspended_of,
-    thread_of,
-)
+from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ToolSettings
 
 # LangGraph's private config keys and write channel (langgraph/_internal/_constants.py), read defensively.
 _SCRATCHPAD_KEY = "__pregel_scratchpad"
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
 _TASK_ID_KEY = "__pregel_task_id"
+_NAMESPACE_KEY = "checkpoint_ns"
 _RESUME_CHANNEL = "__resume__"
 _INTERRUPT_CHANNEL = "__interrupt__"
 
 LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
-"""Told when an answered call finds no execution in this process (nothing outlives the process)."""
+"""Told when an answered call finds no execution waiting for it any more."""
+
+
+@dataclass(eq=False)
+class _Call:
+    """One entry of an ``execute_code`` call into its execution."""
+
+    thread_id: str
+    call_id: str
+    execution: Execution
+    request: ApprovalRequest | None = None
+    """The question the execution waits on (``None``: it runs)."""
+    answered: int = 0
+    """How many of this call's interrupts LangGraph has answered (replayed on every entry)."""
+    surfaced: int | None = None
+    """Index of the interrupt shown to the human for ``request`` (only an answer to it counts)."""
+    notes: list[str] = field(default_factory=list)
+    """What the model must read before the result (a restart notice)."""
 
 
 def interrupts_available() -> bool:
@@ -74,45 +84,45 @@ def interrupts_available() -> bool:
 
 async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) -> ContentBlocks:
     """Run (or continue) the execution of this tool call, interrupting for every approval request."""
-    thread_id = thread_of(runtime.config)
-    tool_call_id = runtime.tool_call_id or ""
-    store = suspended_of(settings.source)
-    await store.settle()  # an execution abandoned meanwhile is cancelled before anything else runs
-    parked = store.get(parked_key(thread_id, tool_call_id))
-    if parked is None:
-        answered, shown = _answered_before(), _shown_before()
-        if answered or shown is not None:  # a re-entry: did another process park it in a service?
-            found = await _reattach(settings, store, thread_id, tool_call_id, shown)
-            if isinstance(found, list):
-                return found  # it finished meanwhile
-            if found is None and answered:  # nothing waits for this call any more
-                raise ExecuteCodeError(LOST_MESSAGE)
-            parked = found
-        if parked is None:
-            parked = await _start(settings, store, code, thread_id, tool_call_id, _current_call_ids(runtime))
-    for _ in range(parked.context.answered):
+    thread_id, call_id = thread_of(runtime.config), runtime.tool_call_id or ""
+    await settings.waiting.settle()  # a call abandoned by its timer is cancelled before anything runs
+    settings.waiting.resumed(thread_id, call_id)
+    notes = settings.notes.pop((thread_id, call_id), [])
+    call: _Call | None = None
+    answered, shown = _answered_before(), _shown_before()
+    if answered or shown is not None:  # a re-entry: the execution waits in its executor
+        found = await _reattach(settings, thread_id, call_id, shown)
+        if isinstance(found, ExecutionResult):
+            return await noted(notes, _result_of(found))  # it finished meanwhile
+        if found is None and answered:  # nothing waits for this call any more
+            raise ExecuteCodeError(with_notes(notes, LOST_MESSAGE))
+        call = found
+    if call is None:
+        call = await _start(settings, code, thread_id, call_id, _current_call_ids(runtime))
+    call.notes[:0] = notes
+    for _ in range(call.answered):
         interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
-    return await noted(parked.context.notes, _drive(settings, store, parked))
+    return await noted(call.notes, _drive(settings, call))
 
 
-async def _drive(settings: ToolSettings, store: Store, parked: Parked) -> ContentBlocks:
+async def _result_of(result: ExecutionResult) -> ContentBlocks:
+    return result_content(result)
+
+
+async def _drive(settings: ToolSettings, call: _Call) -> ContentBlocks:
     while True:
-        if parked.request is None:
-            stop = await _next_stop(store, parked)
+        if call.request is None:
+            stop = await _next_stop(call.execution)
             if not isinstance(stop, ApprovalRequest):
-                discard(store, parked)
                 return result_content(stop)
-            parked.request = stop
-        parked = await _ask(settings, store, parked, parked.request)
+            call.request = stop
+        await _ask(settings, call, call.request)
 
 
-async def _ask(settings: ToolSettings, store: Store, parked: Parked, request: ApprovalRequest) -> Parked:
+async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) -> None:
     """Put ``request`` to the human (ends the graph run) or, on re-entry, apply the answer given."""
     allowed = decisions_for(request, settings.allowed_decisions)
-    state = parked.context
-    index = state.answered
-    # The abandonment timer runs from now until the answer comes.
-    parked = store.park(parked.key, parked.execution, request, state, abandon_after=settings.abandon_after)
+    index = call.answered
     withhold_consumed_answer()
     try:
         value = interrupt(
@@ -120,76 +130,70 @@ async def _ask(settings: ToolSettings, store: Store, parked: Parked, request: Ap
             response_schema=response_schema(request.name, allowed),
         )
     except GraphInterrupt:
-        state.surfaced = index
+        # The execution waits in its executor; this tool remembers that it left it there.
+        settings.waiting.left(call.thread_id, call.call_id)
+        if call.notes:
+            settings.notes[(call.thread_id, call.call_id)] = call.notes
         raise
-    state.answered += 1
-    if state.surfaced != index:
+    call.answered += 1
+    if call.surfaced != index:
         # A value for a question never shown: a consumed resume LangGraph delivered again (it does so
         # after mixing plain and id-keyed resumes, langgraph#8837). Ignore it and ask again.
-        return parked
+        return
     await apply_decision(request, parse_response(value, request, settings.allowed_decisions))
-    return store.park(parked.key, parked.execution, None, state, abandon_after=None)
+    call.request = None
 
 
-async def _next_stop(store: Store, parked: Parked) -> ApprovalRequest | ExecutionResult:
+async def _next_stop(execution: Execution) -> ApprovalRequest | ExecutionResult:
     try:
-        return await parked.execution.next_stop()
+        return await execution.next_stop()
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        discard(store, parked)
         raise ExecuteCodeError(describe_failure(error)) from error
 
 
 async def _start(
     settings: ToolSettings,
-    store: Store,
     code: str,
     thread_id: str,
-    tool_call_id: str,
+    call_id: str,
     current_call_ids: set[str] | None,
-) -> Parked:
-    for other in of_thread(store, thread_id):
-        if current_call_ids is None or other.context.tool_call_id in current_call_ids:
-            raise ExecuteCodeError(BUSY_MESSAGE)  # a parallel execute_code call of the same model turn
-        await store.cancel(other.key, MOVED_ON)  # left behind by an earlier turn
+) -> _Call:
+    if current_call_ids is not None:  # what an earlier turn left waiting is abandoned
+        await cancel_waiting(settings.source, thread_id, keep=current_call_ids)
+        for left in settings.waiting.of(thread_id):
+            if left not in current_call_ids:
+                settings.waiting.resumed(thread_id, left)
     session, notes = await settings.session(thread_id)
-    execution = start_execution(session.executor, code, settings.timeout, call_id=tool_call_id)
-    if execution is None:
+    execution = start_execution(session.executor, code, settings.timeout, call_id=call_id)
+    if execution is None:  # e.g. a parallel execute_code call of the same model turn waits
         raise ExecuteCodeError(with_notes(notes, BUSY_MESSAGE))
-    state = CallState(thread_id, tool_call_id, notes=notes)
-    return store.park(parked_key(thread_id, tool_call_id), execution, None, state, abandon_after=None)
+    return _Call(thread_id, call_id, execution, notes=notes)
 
 
 async def _reattach(
-    settings: ToolSettings,
-    store: Store,
-    thread_id: str,
-    tool_call_id: str,
-    shown: object,
-) -> Parked | ContentBlocks | None:
-    """This call's execution from its executor, when another tool instance (over an ipybox
-    service: another process) left it waiting there.
+    settings: ToolSettings, thread_id: str, call_id: str, shown: Interrupt | None
+) -> _Call | ExecutionResult | None:
+    """This call's execution from its executor, where this or another tool instance (over an
+    ipybox service: another process) left it waiting.
 
-    Content when it finished meanwhile (or the cause it ended with, as an error); ``None`` when
-    nothing waits for this call. The parked call counts the answers
-    LangGraph stored for this call; its pending question counts as shown (an answer to it applies)
-    only if the checkpoint's last interrupt of this call asked about the same MCP call, else it is
-    asked again.
+    Its result when it finished meanwhile (the cause it ended with, as an error); ``None`` when
+    nothing waits for this call. The call counts the answers LangGraph stored for it; its pending
+    question counts as shown (an answer to it applies) only if the checkpoint's last interrupt of
+    this call asked about the same MCP call, else it is asked again.
     """
     session = await settings.conversations.session(thread_id)
     try:
-        execution = await reattach(session.executor, tool_call_id)
+        execution = await reattach(session.executor, call_id)
         stop = None if execution is None else await execution.next_stop()
     except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:
         return None  # an answer for it is lost (LOST_MESSAGE); a question only shown is asked anew
     if isinstance(stop, ExecutionResult):
-        return result_content(stop)
-    answered = len(_stored_answers())
-    state = CallState(thread_id, tool_call_id, answered=answered)
-    if _asks_about(shown, stop, settings):
-        state.surfaced = answered
-    return store.park(parked_key(thread_id, tool_call_id), execution, stop, state, abandon_after=None)
+        return stop
+    answered = _answers_when_asked(shown)
+    surfaced = answered if shown is not None and _asks_about(shown.value, stop, settings) else None
+    return _Call(thread_id, call_id, execution, stop, answered=answered, surfaced=surfaced)
 
 
 def _asks_about(shown: object, request: ApprovalRequest, settings: ToolSettings) -> bool:
@@ -281,13 +285,44 @@ def _stored_answers() -> list[object]:
     return []
 
 
-def _shown_before() -> object:
-    """The value of the last interrupt this tool call raised (saved on the checkpoint), or ``None``."""
+def _shown_before() -> Interrupt | None:
+    """The last interrupt this tool call raised (saved on the checkpoint), or ``None``."""
     for value in _task_writes(_INTERRUPT_CHANNEL):
         interrupts = value if isinstance(value, (list, tuple)) else [value]
         for item in interrupts:
-            return getattr(item, "value", None)
+            return item if isinstance(item, Interrupt) else None
     return None
+
+
+def _answers_when_asked(shown: Interrupt | None) -> int:
+    """How many of this tool call's own questions were answered when it raised ``shown``.
+
+    LangGraph derives an interrupt's id from the task's namespace and the answers the task had
+    (``langgraph.types._interrupt_id``), so the id tells the index of ``shown`` exactly (the stored
+    answers can also hold an id-keyed answer given for ``shown`` in this run); the answers before
+    this call's first own one (a HITL ``per_call`` gate on ``execute_code``) are not its own.
+    """
+    scratchpad = get_config().get("configurable", {}).get(_SCRATCHPAD_KEY)
+    answers = list(getattr(scratchpad, "resume", None) or [])
+    index = _index_of(shown, len(answers))
+    if index is None:
+        index = len(_stored_answers())
+    before = answers[:index]
+    first_own = next((at for at, value in enumerate(before) if _is_own_answer(value)), len(before))
+    return index - first_own
+
+
+def _index_of(shown: Interrupt | None, most: int) -> int | None:
+    make_id = getattr(langgraph.types, "_interrupt_id", None)
+    if shown is None or not callable(make_id):
+        return None
+    namespace = get_config().get("configurable", {}).get(_NAMESPACE_KEY, "")
+    return next((count for count in range(most + 1) if make_id(namespace, count) == shown.id), None)
+
+
+def _is_own_answer(value: object) -> bool:
+    """True for a ``HITLResponse``-shaped answer (what this tool's questions are answered with)."""
+    return isinstance(value, Mapping) and "decisions" in value
 
 
 def _answered_before() -> bool:
@@ -300,4 +335,4 @@ def _answered_before() -> bool:
     peek = getattr(scratchpad, "get_null_resume", None)
     if callable(peek):
         values.append(peek(False))
-    return any(isinstance(value, Mapping) and "decisions" in value for value in values)
+    return any(_is_own_answer(value) for value in values)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
 
 from ipybox_integrations._session import Conversations, Session, SessionSource
+from ipybox_integrations._waiting import WaitingCalls
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
 
 ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
@@ -24,9 +25,14 @@ class ToolSettings:
     timeout: float | None
     abandon_after: float | None
     conversations: Conversations = field(init=False)
+    waiting: WaitingCalls = field(init=False)
+    """The calls this tool left waiting for a decision (the executions wait in their executors)."""
+    notes: dict[tuple[str, str], list[str]] = field(init=False, default_factory=dict)
+    """What the model must read before a waiting call's result (its restart notice), by (thread, call)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conversations", Conversations(self.source))
+        object.__setattr__(self, "waiting", WaitingCalls(self.source, abandon_after=self.abandon_after))
 
     async def session(self, thread_id: str) -> tuple[Session, list[str]]:
         """The thread's session, and the notes the model must read first (its restart notice)."""

@@ -10,13 +10,12 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from ipybox_core.suspended import MOVED_ON
-from ipybox_integrations._session import Conversations, Executor, SessionSource
+from ipybox_integrations._session import Conversations, SessionSource, cancel_waiting
 from ipybox_integrations.langchain._history import close_abandoned_calls
 from ipybox_integrations.langchain._hitl import DecisionName, Describe
-from ipybox_integrations.langchain._sessions import cancel_suspended, suspended_of, thread_of
-from ipybox_integrations.langchain._settings import ApprovalCallback
-from ipybox_integrations.langchain.tool import execute_code_tool
+from ipybox_integrations.langchain._sessions import CANCELLED_REASON, thread_of
+from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
+from ipybox_integrations.langchain.tool import build_execute_code_tool, tool_settings
 
 ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
@@ -24,12 +23,12 @@ ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Makes a ``create_agent`` agent act by writing Python: ``middleware=[CodeActionMiddleware(executor)]``.
 
-    ``executor`` is one :class:`CodeExecutor` shared by every thread, or an ``ipybox_core.Sessions``
-    giving each LangGraph ``thread_id`` its own kernel. Registers the ``execute_code`` tool (see
-    :func:`execute_code_tool` for the approval flow and the parameters) and appends the
-    code-execution guide plus the MCP tools' ``api_reference()`` to the system prompt the agent
-    already has (recomputed for every model call, so servers registered later show up). Set
-    ``prompt=False`` to leave the system prompt alone.
+    ``executor`` is one executor whose kernel every thread shares, or an ``ipybox_core.Sessions``
+    (or ``RemoteSessions``) giving each LangGraph ``thread_id`` its own kernel. Registers the
+    ``execute_code`` tool (see :func:`execute_code_tool` for the approval flow and the parameters)
+    and appends the code-execution guide plus the MCP tools' ``api_reference()`` to the system
+    prompt the agent already has (recomputed for every model call, so servers registered later
+    show up). Set ``prompt=False`` to leave the system prompt alone.
 
     When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
     execution is cancelled (also in an ipybox service, whichever process started it): the
@@ -51,21 +50,17 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
-        self.executor: Executor | None = executor if isinstance(executor, Executor) else None
-        """The one executor every thread uses (``None`` when given ``Sessions``)."""
-        self._source = executor
         self.prompt = prompt
         self.reference_max_chars = reference_max_chars
-        self.tools = [
-            execute_code_tool(
-                executor,
-                approval_callback=approval_callback,
-                allowed_decisions=allowed_decisions,
-                describe=describe,
-                timeout=timeout,
-                abandon_after=abandon_after,
-            )
-        ]
+        self._settings: ToolSettings = tool_settings(
+            executor,
+            approval_callback=approval_callback,
+            allowed_decisions=allowed_decisions,
+            describe=describe,
+            timeout=timeout,
+            abandon_after=abandon_after,
+        )
+        self.tools = [build_execute_code_tool(self._settings)]
 
     def prompt_section(self) -> str:
         """The text appended to the system prompt."""
@@ -73,12 +68,22 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     @property
     def suspended(self) -> int:
-        """How many ``execute_code`` calls are in progress or wait for a decision (over all threads)."""
-        return len(suspended_of(self._source))
+        """How many ``execute_code`` calls this middleware left waiting for a decision (all threads)."""
+        return len(self._settings.waiting)
 
     async def cancel_suspended(self, *, thread_id: str | None = None, reason: str | None = None) -> int:
-        """Cancel the executions waiting for a decision (of ``thread_id``, or all); returns how many."""
-        return await cancel_suspended(self._source, thread_id=thread_id, reason=reason)
+        """Cancel the executions waiting for a decision, returns how many: those of ``thread_id``
+        (whichever tool instance or process left them waiting), or all that this middleware left."""
+        reason = reason or CANCELLED_REASON
+        if thread_id is None:
+            return await self._settings.waiting.cancel(reason)
+        return await self._cancel_thread(thread_id, reason)
+
+    async def _cancel_thread(self, thread_id: str, reason: str | None) -> int:
+        self._settings.waiting.forget(thread_id)
+        for key in [key for key in self._settings.notes if key[0] == thread_id]:
+            del self._settings.notes[key]
+        return await cancel_waiting(self._settings.source, thread_id, reason=reason)
 
     async def aclose(self) -> None:
         """Cancel the executions waiting for a decision (closing the executor is the application's job)."""
@@ -106,7 +111,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # abandoned (in this process, or in the ipybox service). Its call gets a result saying so.
         thread_id = thread_of()
         if thread_id:
-            await self.cancel_suspended(thread_id=thread_id, reason=MOVED_ON)
+            await self._cancel_thread(thread_id, None)  # the executor's reason: the conversation moved on
         return close_abandoned_calls(state["messages"], self.tools[0].name)
 
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:

@@ -29,8 +29,8 @@ def execute_code_tool(
 ) -> BaseTool:
     """The ``execute_code`` tool: runs Python in a kernel, each MCP call approved by a human.
 
-    ``executor`` is one :class:`CodeExecutor` (every thread shares its kernel) or an
-    ``ipybox_core.Sessions``: then each LangGraph ``thread_id`` gets its own kernel, and a thread
+    ``executor`` is one executor (every thread shares its kernel) or an ``ipybox_core.Sessions``
+    (or ``RemoteSessions``): then each LangGraph ``thread_id`` gets its own kernel, and a thread
     whose kernel was closed meanwhile (idle timeout, eviction) gets the restart notice first.
 
     Inside a LangGraph graph with a checkpointer, every MCP call the code makes is an ``interrupt()``
@@ -41,11 +41,33 @@ def execute_code_tool(
     the ``HITLResponse``. The tool is async only.
 
     ``timeout`` bounds each execution (default: the executor's; time waiting for a decision does not
-    count). The backstop for an approval nobody answers belongs to where the execution lives (a
-    ``CodeExecutor``'s ``abandon_after``, 15 minutes; the service's ``--approval-timeout`` for
+    count). The backstop for an approval nobody answers belongs to where the execution lives (the
+    in-process executor's ``abandon_after``, 15 minutes; the service's ``--approval-timeout`` for
     ``RemoteSessions``); ``abandon_after`` (seconds) cancels a call left waiting that long sooner.
     """
-    settings = ToolSettings(
+    return build_execute_code_tool(
+        tool_settings(
+            executor,
+            approval_callback=approval_callback,
+            allowed_decisions=allowed_decisions,
+            describe=describe,
+            timeout=timeout,
+            abandon_after=abandon_after,
+        )
+    )
+
+
+def tool_settings(
+    executor: SessionSource,
+    *,
+    approval_callback: ApprovalCallback | None,
+    allowed_decisions: Sequence[DecisionName],
+    describe: Describe | None,
+    timeout: float | None,
+    abandon_after: float | None,
+) -> ToolSettings:
+    """The checked settings of one ``execute_code`` tool (see :func:`execute_code_tool`)."""
+    return ToolSettings(
         source=executor,
         allowed_decisions=check_decisions(allowed_decisions),
         approval_callback=approval_callback,
@@ -53,6 +75,10 @@ def execute_code_tool(
         timeout=timeout,
         abandon_after=abandon_after,
     )
+
+
+def build_execute_code_tool(settings: ToolSettings) -> BaseTool:
+    """The ``execute_code`` tool for ``settings``."""
 
     async def execute_code(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
         if runtime is not None and interrupts_available():

@@ -1,7 +1,8 @@
 """The one place ipybox reads LangGraph internals (``_graph.py``) still matches the installed LangGraph.
 
-``interrupts_available``, ``_answered_before`` and ``withhold_consumed_answer`` read private config
-keys, the scratchpad's ``resume`` / ``get_null_resume`` and the names ``get_null_resume`` closes over. If a LangGraph release renames them, this test fails naming what
+``interrupts_available``, ``_answered_before``, ``_answers_when_asked`` and ``withhold_consumed_answer``
+read private config keys, the scratchpad's ``resume`` / ``get_null_resume``, the names
+``get_null_resume`` closes over and how ``langgraph.types._interrupt_id`` numbers a task's interrupts. If a LangGraph release renames them, this test fails naming what
 changed; pyproject.toml pins the LangGraph range these tests ran against.
 """
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+import langgraph.types
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
 from ipybox_integrations.langchain import _graph
 
@@ -65,7 +68,32 @@ async def test_without_a_checkpointer_interrupts_are_not_available() -> None:
     assert not _graph.interrupts_available()  # outside any graph
 
 
+class Asked(TypedDict):
+    answers: list[Any]
+
+
+def _asks_twice(state: Asked) -> Asked:
+    return {"answers": [interrupt("first"), interrupt("second")]}
+
+
+async def test_an_interrupts_id_still_tells_how_many_answers_its_task_had() -> None:
+    # _answers_when_asked decodes the index of a pending question from its interrupt id.
+    builder = StateGraph(Asked)
+    builder.add_node("ask", _asks_twice)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "ids"}}
+    first = (await graph.ainvoke({"answers": []}, thread, version="v2")).interrupts[0]
+    second = (await graph.ainvoke(Command(resume=1), thread, version="v2")).interrupts[0]
+    (task,) = (await graph.aget_state(thread)).tasks
+    namespace = f"ask:{task.id}"  # the task's config[_graph._NAMESPACE_KEY]
+    make_id = langgraph.types._interrupt_id
+    assert (make_id(namespace, 0), make_id(namespace, 1)) == (first.id, second.id)
+
+
 def test_the_resume_channel_name_is_langgraphs() -> None:
-    from langgraph._internal._constants import CONFIG_KEY_TASK_ID, RESUME
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_TASK_ID, RESUME
 
     assert (_graph._RESUME_CHANNEL, _graph._TASK_ID_KEY) == (RESUME, CONFIG_KEY_TASK_ID)
+    assert _graph._NAMESPACE_KEY == CONFIG_KEY_CHECKPOINT_NS
