@@ -58,6 +58,9 @@ class ConversationExecutor:
     def tool_description(self, server: str, tool: str) -> str | None:
         return self.shared.tool_description(server, tool)
 
+    def bind_tool_context(self, context: object) -> None:
+        self.shared.bind_tool_context(context)
+
     async def reset(self) -> None:
         await self.shared.reset()
 

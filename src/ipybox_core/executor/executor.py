@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +28,14 @@ from ipybox_core.executor._conversation import ConversationExecutor, SharedSessi
 from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
+from ipybox_core.hosttools import HOST_SERVER, HostBackend, HostTool, HostTools
+from ipybox_core.hosttools._package import (
+    HOST_NAME_TAKEN,
+    HOST_ROOT,
+    combined_reference,
+    host_reload_code,
+    write_host_package,
+)
 from ipybox_core.kernel import Deadline, DisplayData, Kernel, KernelConfig, OutputCollector, StreamText
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.backend import KernelBackend
@@ -100,6 +108,12 @@ class CodeExecutor:
     a Jupyter Kernel Gateway / Enterprise Gateway instead of locally; the tool server then listens on
     TCP (``GatewayConfig.tool_server_*``) and approvals, MCP connections and credentials stay here.
     ``sandbox`` cannot be combined with it: the gateway's own isolation applies.
+
+    ``host_tools`` (:class:`~ipybox_core.hosttools.HostTool`, or :meth:`register_host_tools`) are
+    the application's own async functions, importable in the kernel as typed functions
+    (``from agent_tools import <tool>``, generated like an MCP server's API); their calls pass the
+    approval policy and audit log as calls of server ``"agent_tools"`` and run in this process
+    with the context :meth:`bind_tool_context` bound.
     """
 
     _shared: SharedTools | None = None  # set by _share_tools (a Sessions' executors)
@@ -131,6 +145,7 @@ class CodeExecutor:
         reset_cwd: bool = False,
         kernel_gateway: str | GatewayConfig | None = None,
         gateway_token: str | None = None,
+        host_tools: Iterable[HostTool] = (),
     ) -> None:
         self._owned_workspace: weakref.finalize[Any, Any] | None = None
         if workspace is None:
@@ -170,6 +185,10 @@ class CodeExecutor:
         self._kernel_env = dict(kernel_env or {})
         self._reset_cwd = reset_cwd
         self._servers: dict[str, RegisteredServer] = {}
+        self._host_tools = HostTools(host_tools)
+        self._host_package: GeneratedPackage | None = None
+        self._tool_context: Any = None
+        self._host_stale = False  # the kernel must forget an imported agent_tools package
         self._kernel: KernelBackend | None = None
         self._toolserver: ToolServer | None = None
         self._runtime_dir: Path | None = None
@@ -205,8 +224,14 @@ class CodeExecutor:
             if self._private_api:
                 self.api_root = self._runtime_dir / "api" / self._api_package
             self.api_root.parent.mkdir(parents=True, exist_ok=True)  # on sys.path (and in the sandbox)
-            backend = self._registry if self._shared is None else self._shared.backend
+            backend = HostBackend(
+                self._host_tools,
+                self._registry if self._shared is None else self._shared.backend,
+                context=lambda: self._tool_context,
+                call_timeout=self._registry.call_timeout,
+            )
             self._toolserver = ToolServer(backend, self._gate)
+            await self._write_host_tools()
             if self.gateway is None:
                 await self._toolserver.start_unix(self._runtime_dir / "tools.sock")
                 self._kernel = await Kernel.start(self._kernel_config())
@@ -254,6 +279,8 @@ class CodeExecutor:
         Registering a name again replaces the server and its API.
         """
         self._check_own_servers()
+        if name == HOST_SERVER and self._host_tools:
+            raise ConfigError(HOST_NAME_TAKEN)
         parsed = parse_server_config(name, config, environ=self._mcp_env)
         tools = await self._registry.add(name, parsed)
         package = await asyncio.to_thread(generate_server_package, name, tools, self.api_root)
@@ -280,28 +307,61 @@ class CodeExecutor:
         """The registered MCP servers by name."""
         return dict(self._servers)
 
+    # --- host tools -------------------------------------------------------------------------
+
+    async def register_host_tools(self, tools: Iterable[HostTool]) -> GeneratedPackage | None:
+        """Use ``tools`` as the host tools from now on (replacing earlier ones; none: no
+        ``agent_tools`` package) and make them importable in the kernel at once.
+
+        Raises:
+            ConfigError: an MCP server is registered as ``"agent_tools"``.
+        """
+        tools = list(tools)
+        if tools and HOST_SERVER in self._servers:
+            raise ConfigError(HOST_NAME_TAKEN)
+        self._host_tools.replace(tools)
+        if self._state in ("starting", "running"):
+            await self._write_host_tools()
+        return self._host_package
+
+    @property
+    def host_tools(self) -> list[HostTool]:
+        """The registered host tools."""
+        return list(self._host_tools)
+
+    def bind_tool_context(self, context: Any) -> None:
+        """Hand ``context`` (e.g. a framework's run context) to every host tool call from now on,
+        as :attr:`HostCall.context <ipybox_core.hosttools.HostCall.context>`, until bound again;
+        an adapter binds its run's context before each execution or resume."""
+        self._tool_context = context
+
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
-        """Compact Python signatures of the registered tools, for an agent's prompt (``""``: none)."""
+        """Compact Python signatures of the registered tools (and host tools unless ``servers``
+        names others), for an agent's prompt (``""``: none)."""
         names = servers if servers is not None else sorted(self._servers)
-        if not names:
-            return ""
-        packages = [self._servers[name].package for name in names]
-        return api_reference(packages, max_chars=max_chars, package=self.api_root.name)
+        host = self._host_package if servers is None or HOST_SERVER in servers else None
+        packages = [
+            self._servers[name].package for name in names if name != HOST_SERVER or name in self._servers
+        ]
+        return combined_reference(packages, host, package=self.api_root.name, max_chars=max_chars)
 
     def tool_summaries(self) -> dict[str, dict[str, str]]:
-        """The registered MCP tools by server and name, each with its one-line summary."""
-        return {
-            name: {tool.tool: tool.summary for tool in server.package.tools}
-            for name, server in self._servers.items()
-        }
+        """The registered MCP tools (and host tools) by server and name, each with its summary."""
+        packages = [server.package for server in self._servers.values()]
+        if self._host_package is not None:
+            packages.append(self._host_package)
+        return {package.server: {tool.tool: tool.summary for tool in package.tools} for package in packages}
 
     def tool_description(self, server: str, tool: str) -> str | None:
         """The full description of a registered MCP tool (``None``: unknown or undescribed)."""
         registered = self._servers.get(server)
-        if registered is None:
+        package = registered.package if registered is not None else None
+        if server == HOST_SERVER and package is None:
+            package = self._host_package
+        if package is None:
             return None
         try:
-            return registered.package.tool(tool).description or None
+            return package.tool(tool).description or None
         except KeyError:
             return None
 
@@ -426,6 +486,7 @@ class CodeExecutor:
         assert self._kernel is not None
         await self._kernel.restart()
         self._stale_modules.clear()
+        self._host_stale = False
         await self._registry.restart()
 
     # --- internals --------------------------------------------------------------------------
@@ -460,6 +521,20 @@ class CodeExecutor:
         self.workspace = path
         if isinstance(self._kernel, Kernel):
             self._kernel.relocate(self._kernel_config())
+
+    async def _write_host_tools(self) -> None:
+        """(Re)generate the kernel's ``agent_tools`` package from the host tools."""
+        assert self._runtime_dir is not None
+        root = self._runtime_dir / HOST_ROOT
+        package = await asyncio.to_thread(write_host_package, self._host_tools, root)
+        if self._kernel is not None:
+            if package is not None:
+                self._kernel.install_package(HOST_SERVER, package.path)
+            elif self._host_package is not None:
+                self._kernel.uninstall_package(HOST_SERVER)
+        if package is not None or self._host_package is not None:
+            self._host_stale = True
+        self._host_package = package
 
     def _check_own_servers(self) -> None:
         if self._shared is not None:
@@ -512,8 +587,8 @@ class CodeExecutor:
         return KernelConfig(
             cwd=self.workspace,
             env=self._kernel_environment(),
-            python_path=[self.api_root.parent],
-            hidden_frame_paths=[self.api_root],
+            python_path=[self._runtime_dir / HOST_ROOT, self.api_root.parent],
+            hidden_frame_paths=[self.api_root, self._runtime_dir / HOST_ROOT],
             launcher=launcher,
             shell_approval=self._approve_shell,
             output_limit=self._output_limit,
@@ -583,7 +658,7 @@ class CodeExecutor:
                 if backstopped is not None and self.abandon_after is not None:
                     _backstop(request, backstopped, self.abandon_after)
 
-        if self._stale_modules:
+        if self._stale_modules or self._host_stale:
             await self._refresh_modules()
         self._gate.listen(on_request)
         try:
@@ -613,7 +688,10 @@ class CodeExecutor:
         code = "".join(
             kernel_reload_code(module, self.api_root.name) for module in sorted(self._stale_modules)
         )
+        if self._host_stale:
+            code += host_reload_code()
         self._stale_modules.clear()
+        self._host_stale = False
         with contextlib.suppress(KernelDied):
             await self._kernel.run(code, silent=True)
 

@@ -12,13 +12,13 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from ipybox_core._safe_fs import SafeDir
-from ipybox_core.codegen import api_reference, generate_server_package
+from ipybox_core.codegen import GeneratedPackage, generate_server_package
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.executor import (
@@ -27,6 +27,8 @@ from ipybox_core.executor.executor import (
     CodeExecutor,
     RegisteredServer,
 )
+from ipybox_core.hosttools import HOST_SERVER, HostTool, HostTools
+from ipybox_core.hosttools._package import HOST_NAME_TAKEN, HOST_ROOT, combined_reference, write_host_package
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp.types import ToolInfo
@@ -167,6 +169,9 @@ class Sessions:
         self.idle_timeout = idle_timeout
         self._session_env = session_env
         self._options = dict(executor_options)
+        self._host_tools = HostTools(self._options.get("host_tools", ()))
+        self._options["host_tools"] = list(self._host_tools)
+        self._host_package: GeneratedPackage | None = None  # for the reference only
         self._servers_option = self._options.pop("mcp_servers", None)
         self._mcp_env: Mapping[str, str] | None = self._options.get("mcp_env")
         policy = resolve_sandbox(self._options.get("sandbox", False))
@@ -231,6 +236,9 @@ class Sessions:
             # api/ (0755 by the umask, unlike the 0700 temp dir): a sandbox's unprivileged uid reads it
             self._api_root = self._api_dir / "api" / self._options.get("api_package", "mcptools")
             self._api_root.mkdir(parents=True)
+            if self._host_tools and HOST_SERVER in self._server_configs():
+                raise ConfigError(HOST_NAME_TAKEN)
+            await self._write_host_reference()
             for name, config in self._server_configs().items():
                 if self._session_env is not None and _has_placeholders(config):
                     parse_server_config(name, config, environ=_EVERYTHING)  # valid apart from values
@@ -322,17 +330,39 @@ class Sessions:
         return dict(self._servers)
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
-        """Compact Python signatures of the tools every session can import (see
-        :meth:`CodeExecutor.api_reference`); a per-session server is listed once a session
+        """Compact Python signatures of the tools every session can import, host tools included
+        (see :meth:`CodeExecutor.api_reference`); a per-session server is listed once a session
         connected it."""
         names = servers if servers is not None else sorted(self._servers)
-        packages = [self._servers[name].package for name in names]
+        packages = [
+            self._servers[name].package for name in names if name != HOST_SERVER or name in self._servers
+        ]
+        host = self._host_package if servers is None or HOST_SERVER in servers else None
         package = (
             self._api_root.name
             if self._api_root is not None
             else self._options.get("api_package", "mcptools")
         )
-        return api_reference(packages, max_chars=max_chars, package=package)
+        return combined_reference(packages, host, package=package, max_chars=max_chars)
+
+    async def register_host_tools(self, tools: Iterable[HostTool]) -> None:
+        """Use ``tools`` as every session's host tools from now on (see
+        :meth:`CodeExecutor.register_host_tools`): live and warm executors at once, new ones
+        from their start. Raises :class:`ConfigError` if an MCP server is named ``agent_tools``."""
+        tools = list(tools)
+        if tools and HOST_SERVER in self._servers:
+            raise ConfigError(HOST_NAME_TAKEN)
+        self._options["host_tools"] = tools
+        self._host_tools.replace(tools)
+        if self._api_dir is not None:
+            await self._write_host_reference()
+        executors = [session.executor for session in self._live.values()] + list(self._ready)
+        await asyncio.gather(*(executor.register_host_tools(tools) for executor in executors))
+
+    async def _write_host_reference(self) -> None:
+        assert self._api_dir is not None
+        root = self._api_dir / HOST_ROOT
+        self._host_package = await asyncio.to_thread(write_host_package, self._host_tools, root)
 
     # --- internals --------------------------------------------------------------------------
 
@@ -515,7 +545,10 @@ class Sessions:
         )
         try:
             await executor.start()
+            if executor.host_tools != self._options["host_tools"]:  # replaced while it started
+                await executor.register_host_tools(self._options["host_tools"])
         except BaseException:
+            await executor.close()
             await asyncio.shield(asyncio.to_thread(self._remove_warm, workspace))
             raise
         return executor
