@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
 import types
 from typing import Any
 
@@ -53,6 +54,29 @@ def import_jsonschema() -> None:
     Does nothing when ``jsonschema`` is already imported; a plain import when ``rfc3987_syntax`` is
     already imported or not installed.
     """
+    with _importing:
+        _import_jsonschema()
+
+
+def import_jsonschema_in_background() -> None:
+    """Start :func:`import_jsonschema` in a thread, once per process (a connection whose tools
+    have output schemas calls it, so the first structured result of a process does not wait for it:
+    an approval flow resumed in a fresh process would otherwise pay it right after the approval).
+    """
+    global _background
+    with _starting:
+        if _background is not None or "jsonschema" in sys.modules:
+            return
+        _background = threading.Thread(target=import_jsonschema, name="ipybox-import-jsonschema", daemon=True)
+        _background.start()
+
+
+_importing = threading.RLock()  # one import at a time: a caller waits for one under way
+_starting = threading.Lock()
+_background: threading.Thread | None = None
+
+
+def _import_jsonschema() -> None:
     if "jsonschema" in sys.modules:
         return
     if _GRAMMAR_MODULE in sys.modules or importlib.util.find_spec(_GRAMMAR_MODULE) is None:

@@ -37,7 +37,7 @@ from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout,
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
-from ipybox_core.mcp._schema_import import import_jsonschema
+from ipybox_core.mcp._schema_import import import_jsonschema, import_jsonschema_in_background
 from ipybox_core.mcp._transports import open_transport
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
 from ipybox_core.mcp.results import ToolCallResult, is_over_limit, result_too_large, to_tool_call_result
@@ -261,6 +261,8 @@ class McpConnection:
             raise
         self._tools = {tool.name: tool for tool in tools}
         self.last_connect_seconds = time.monotonic() - started
+        if any(tool.output_schema is not None for tool in tools):  # off the first call's path
+            import_jsonschema_in_background()
         return session
 
     def _what(self) -> str:

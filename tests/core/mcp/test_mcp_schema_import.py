@@ -53,10 +53,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def first_structured_calls() -> dict[str, Any]:
-    server = {"command": PYTHON, "args": [str(RAW_SERVER_SCRIPT), "--clean", "--strict-output"]}
+def run_fresh(script: str, *server_args: str) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter against the raw test server; its JSON report."""
+    server = {"command": PYTHON, "args": [str(RAW_SERVER_SCRIPT), *server_args]}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(server)],
+        [sys.executable, "-c", script, json.dumps(server)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -72,10 +73,45 @@ def test_a_structured_result_is_validated_without_building_the_iri_grammar() -> 
         importlib.util.find_spec("rfc3987_syntax") is not None,
         "rfc3987_syntax is not installed (jsonschema[format-nongpl], pulled in by ipybox[gateway])",
     )
-    report = first_structured_calls()
+    report = run_fresh(SCRIPT, "--clean", "--strict-output")
     assert report["structured"] == {"answer": 42}, report
     assert "Invalid structured content" in report["refused"], report  # still validated
     assert report["jsonschema"] is True, report
     assert report["grammar"] is False, report  # the stall: the grammar was not built
     assert report["iri"] == [True, False], report  # format checks keep working...
     assert report["grammar_after_iri"] is True, report  # ...on the grammar, built when first needed
+
+
+CONNECT_ONLY = textwrap.dedent(
+    """
+    import asyncio, json, sys, threading
+    import ipybox_core.mcp.connection as connection
+    from ipybox_core.mcp.config import parse_server_config
+
+    async def main() -> dict:
+        config = parse_server_config("raw", json.loads(sys.argv[1]))
+        conn = connection.McpConnection("raw", config, call_timeout=60)
+        try:
+            tools = await conn.connect()
+        finally:
+            await conn.aclose()
+        for thread in threading.enumerate():
+            if thread.name == "ipybox-import-jsonschema":
+                thread.join(timeout=120)
+        return {
+            "output_schemas": any(tool.output_schema is not None for tool in tools),
+            "jsonschema": "jsonschema" in sys.modules,
+        }
+
+    print(json.dumps(asyncio.run(main())))
+    """
+)
+
+
+def test_connecting_to_tools_with_output_schemas_imports_jsonschema_before_any_call() -> None:
+    """The first structured result of a process (often right after a human's approval, in a worker
+    that just resumed the flow) does not wait for ``import jsonschema``: connecting starts it."""
+    report = run_fresh(CONNECT_ONLY, "--clean", "--strict-output")
+    assert report == {"output_schemas": True, "jsonschema": True}, report
+    control = run_fresh(CONNECT_ONLY, "--clean")  # no output schema: nothing to import
+    assert control == {"output_schemas": False, "jsonschema": False}, control
