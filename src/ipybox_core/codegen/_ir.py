@@ -145,6 +145,10 @@ class ToolShape:
     """The output schema is MCP's ``{"result": ...}`` wrapper around a non-object value."""
     models: list[ModelDef]
     description: str = ""
+    unchecked: tuple[str, ...] = ()
+    """What the input schema's top level demands that no Python type expresses (checked by the server)."""
+    notes: tuple[str, ...] = ()
+    """What could not be expressed (those parts are typed ``Any``); shown in the function's docstring."""
 
 
 def allows_none(expr: TypeExpr) -> bool:

@@ -360,7 +360,15 @@ def function_doc(description: str, shape: ToolShape) -> str:
     if documented:
         parts.append("Args:\n" + "\n".join("    " + doc.replace("\n", "\n        ") for doc in documented))
     parts.append("Returns:\n" + "\n".join("    " + line for line in _result_doc(shape)))
+    if shape.unchecked:
+        parts.append(_noted("The server also requires (not checked here):", shape.unchecked))
+    if shape.notes:
+        parts.append(_noted("Schema notes (typed as Any where noted):", shape.notes))
     return "\n\n".join(parts)
+
+
+def _noted(title: str, notes: tuple[str, ...]) -> str:
+    return title + "".join("\n    " + note for note in notes)
 
 
 def module_source(server: str, tool: str, function: str, shape: ToolShape, kwargs_name: str) -> ToolSource:

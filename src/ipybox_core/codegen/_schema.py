@@ -8,6 +8,7 @@ convenience in front of the server's, so being too permissive is safe and being 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -57,6 +58,23 @@ _STRUCTURAL = frozenset(
     }
 )
 """Keywords that change which values are valid (the rest only annotate)."""
+
+_UNTYPED = (
+    "if",
+    "not",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "unevaluatedItems",
+)
+"""Keywords no Python type expresses: the server checks them, help() names them (``if`` with
+``then``/``else``; ``unevaluatedProperties: false`` is typed, as ``additionalProperties``)."""
+_NOTES = "$ipybox:untyped"
+"""Where merging (``allOf``, ``$ref`` siblings) keeps the untyped keywords of every member."""
 
 _PRIMITIVES: dict[str, TypeExpr] = {
     "string": Primitive("str"),
@@ -122,6 +140,8 @@ class SchemaConverter:
         self._by_ref: dict[str, ModelDef] = {}
         self._ref_stack: list[str] = []
         self._path: list[str] = []
+        self.top_notes: tuple[str, ...] = ()
+        """What the input schema's top level demands beyond its properties (see :func:`untyped_notes`)."""
 
     def _where(self) -> str:
         return f"property {'.'.join(self._path)!r}" if self._path else "the top level"
@@ -148,6 +168,7 @@ class SchemaConverter:
             return [], ANY, False
         properties, required = self._collect_properties(node, 0)
         fields = self._fields(properties, required, hint=top_hint, depth=0)
+        self.top_notes = untyped_notes(node)
         return fields, self._kwargs_type(node), True
 
     def result_type(self, node: Any, *, hint: str) -> tuple[TypeExpr, bool]:
@@ -178,6 +199,8 @@ class SchemaConverter:
                 f"the schema of {self._where()} is a {type(node).__name__}, not an object; typed as Any"
             )
             return ANY
+        if "$ref" not in node and isinstance(node.get("$dynamicRef"), str):
+            node = {**{k: v for k, v in node.items() if k != "$dynamicRef"}, "$ref": node["$dynamicRef"]}
         if "$ref" in node:
             return self._ref_type(node, hint=hint, depth=depth)
         if isinstance(node.get("allOf"), list) and node["allOf"]:
@@ -355,11 +378,27 @@ class SchemaConverter:
                 else:
                     return MISSING
             return current
+        if pointer.startswith("#") and "/" not in pointer:
+            return self._anchor(unquote(pointer[1:]))
         if isinstance(self._document, dict) and "/" not in pointer and "#" not in pointer:
             for section in ("$defs", "definitions"):  # lenient: a bare definition name
                 defs = self._document.get(section)
                 if isinstance(defs, dict) and pointer in defs:
                     return defs[pointer]
+        return MISSING
+
+    def _anchor(self, name: str) -> Any:
+        """The subschema named ``name`` by ``$anchor``/``$dynamicAnchor`` (or draft-07 ``$id: "#name"``)."""
+        stack, seen = [self._document], 0
+        while stack and seen < 10_000:
+            node = stack.pop()
+            seen += 1
+            if isinstance(node, dict):
+                if name in (node.get("$anchor"), node.get("$dynamicAnchor")) or node.get("$id") == f"#{name}":
+                    return node
+                stack.extend(reversed(list(node.values())))
+            elif isinstance(node, list):
+                stack.extend(reversed(node))
         return MISSING
 
     def _resolve_shallow(self, node: Any, depth: int, *, warn: bool = True) -> Any:
@@ -392,12 +431,16 @@ class SchemaConverter:
     def _merge(self, schemas: list[Any]) -> Any:
         """One schema that demands what all of ``schemas`` demand (as far as codegen cares)."""
         merged: dict[str, Any] = {}
+        notes: list[str] = []
         for schema in schemas:
             if schema is False:
                 return False
             if not isinstance(schema, dict):
                 continue
+            notes.extend(note for note in untyped_notes(schema) if note not in notes)
             for key, value in schema.items():
+                if key in _UNTYPED or key in ("then", "else", _NOTES):
+                    continue
                 if key not in merged:
                     merged[key] = value
                 elif key == "properties" and isinstance(value, dict) and isinstance(merged[key], dict):
@@ -412,6 +455,8 @@ class SchemaConverter:
                 elif key == "allOf" and isinstance(value, list) and isinstance(merged[key], list):
                     merged[key] = [*merged[key], *value]
                 # two anyOf/oneOf: the first one is kept (more permissive is safe: the server decides)
+        if notes:
+            merged[_NOTES] = notes
         return merged
 
     def _flatten_root(self, node: Any, depth: int) -> Any:
@@ -476,7 +521,8 @@ class SchemaConverter:
         unchecked: tuple[str, ...] = ()
         if isinstance(schema, dict):
             direct = schema
-            target = self._resolve_shallow(schema, depth + 1, warn=False) if "$ref" in schema else schema
+            merges = "$ref" in schema or "allOf" in schema
+            target = self._resolve_shallow(schema, depth + 1, warn=False) if merges else schema
             description = _text(direct.get("description")) or (
                 _text(target.get("description"))
                 if isinstance(target, dict) and "properties" not in target
@@ -598,7 +644,34 @@ def _unchecked(
     if isinstance(schema.get("patternProperties"), dict):
         keys = ", ".join(repr(k[:60]) for k in list(schema["patternProperties"])[:3])
         notes.append(f"keys matching {keys}")
+    notes.extend(untyped_notes(schema))
     return tuple(notes)
+
+
+def untyped_notes(schema: Any) -> tuple[str, ...]:
+    """What ``schema`` demands that no Python type expresses (``if``/``then``/``else``, ``not``,
+    ``dependentRequired``...), each as ``keyword <compact JSON>`` (cut at 200 characters)."""
+    if not isinstance(schema, dict):
+        return ()
+    notes = [n for n in schema.get(_NOTES, ()) if isinstance(n, str)]
+    for key in _UNTYPED:
+        if key not in schema:
+            continue
+        if key == "if":
+            parts = [f"{k} {_compact(schema[k])}" for k in ("if", "then", "else") if k in schema]
+            text = " ".join(parts)
+        else:
+            text = f"{key} {_compact(schema[key])}"
+        if text not in notes:
+            notes.append(text if len(text) <= 200 else text[:199] + "…")
+    return tuple(notes)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)[:200]
+    except (TypeError, ValueError, RecursionError):
+        return "(unreadable)"
 
 
 def _typed_format(expr: TypeExpr) -> bool:
@@ -621,14 +694,13 @@ def tool_shape(
     """Convert one tool's schemas (input and, when given, output)."""
     models: list[ModelDef] = []
     hint = class_name(function, fallback="Tool")
-    params, extra, _ = SchemaConverter(input_schema, warn=warn, models=models).object_fields(
-        input_schema, top_hint=hint
-    )
+    converter = SchemaConverter(input_schema, warn=warn, models=models)
+    params, extra, _ = converter.object_fields(input_schema, top_hint=hint)
     result: TypeExpr | None = None
     unwrap = False
     if output_schema is not None:
-        converter = SchemaConverter(output_schema, warn=warn, models=models)
-        result, unwrap = converter.result_type(output_schema, hint=f"{hint}Result")
+        output = SchemaConverter(output_schema, warn=warn, models=models)
+        result, unwrap = output.result_type(output_schema, hint=f"{hint}Result")
     return ToolShape(
         params=params,
         extra_kwargs=extra,
@@ -636,6 +708,7 @@ def tool_shape(
         unwrap=unwrap,
         models=models,
         description=description,
+        unchecked=converter.top_notes,
     )
 
 

@@ -255,6 +255,7 @@ def _render_tool(
     server: str, item: _Pending, reserved: frozenset[str], module: str
 ) -> tuple[str, GeneratedTool]:
     info = item.info
+    item.shape.notes = tuple(note.removeprefix(item.notes.prefix) for note in item.notes.all())
     try:
         kwargs_name = assign_shape(item.shape, reserved)
         rendered = module_source(server, info.name, item.function, item.shape, kwargs_name)
@@ -296,15 +297,14 @@ def _check(source: str, tool: str, server: str) -> None:
 
 
 def _init_source(server: str, tools: list[GeneratedTool], exports: dict[str, str], models: list[str]) -> str:
-    # __all__ names the functions only: pydoc documents every name in it (models: help(<Model>))
     doc = package_doc(f"MCP server {server!r} {MARKER}.", [(t.signature, t.summary) for t in tools], models)
     names = [t.function for t in tools]
     tool_map: dict[str, Any] = {t.function: t.tool for t in tools}
     return f'''{docstring(doc, "")}
 
-from __future__ import annotations
-
 import importlib as _importlib
+import sys as _sys
+import types as _types
 
 SERVER = {server!r}
 """The MCP server's registered name."""
@@ -312,19 +312,30 @@ TOOLS = {tool_map!r}
 """Function name → MCP tool name."""
 
 _EXPORTS = {exports!r}
-__all__ = {names!r}
+_FUNCTIONS = {names!r}
 
 
-def __getattr__(name: str) -> object:
-    """Import a tool's module on first use (keeps ``import`` of large servers fast)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
-    value = getattr(_importlib.import_module(f"{{__name__}}._tools.{{module}}"), name)
-    globals()[name] = value
-    return value
+class _Package(_types.ModuleType):
+    """Imports a tool's module on first use (keeps ``import`` of large servers fast)."""
+
+    @property
+    def __all__(self) -> list[str]:
+        """The functions (``from ... import *``); pydoc is told of none: the docstring lists each once."""
+        if _sys._getframe(1).f_globals.get("__name__") == "pydoc":
+            raise AttributeError("__all__")
+        return list(_FUNCTIONS)
+
+    def __getattr__(self, name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
+        value = getattr(_importlib.import_module(f"{{__name__}}._tools.{{module}}"), name)
+        globals()[name] = value
+        return value
+
+    def __dir__(self) -> list[str]:
+        return sorted({{*globals(), *_EXPORTS}})
 
 
-def __dir__() -> list[str]:
-    return sorted({{*globals(), *_EXPORTS}})
+_sys.modules[__name__].__class__ = _Package
 '''

@@ -16,6 +16,8 @@ _INTRO = (
 )
 _REDUCED = "# Shortened to fit: help(<function>) shows a function in full, help(<Model>) a model's fields.\n"
 
+_UNTYPED = "(schema not understood: arguments unchecked, see help())"
+
 _SUMMARY, _SIGNATURE = 1, 2
 """Tool levels: 0 is the name in the import line only."""
 
@@ -98,6 +100,8 @@ def _section(section: _Section, package: str, shown: int) -> str:
     lines = [f"# from {package}.{pkg.module} import ...\n" if all(levels) else _imports(pkg, package)]
     for tool, level in zip(pkg.tools, levels, strict=True):
         text = tool.summary.replace('"""', "'''")
+        if tool.degraded:  # its schema could not be read: the model should know nothing is checked
+            text = f"{text} {_UNTYPED}".strip()
         if level == _SIGNATURE:
             lines.append(f"{tool.signature}:\n" + (f'    """{text}"""\n' if text else "    ...\n"))
         elif level == _SUMMARY:

@@ -113,7 +113,8 @@ def test_help_on_a_two_tool_server_is_compact(tmp_path: Path) -> None:
         "            File a short report (a title and labelled numbers) in the ledger.\n"
     ) in package
     assert "class Sale: day: int; product_id: str; quantity: int; channel: Literal['web', 'shop']" in package
-    assert package.count("Longer text.") == 1  # the full description once, in the function's own page
+    assert "Longer text." not in package  # the full description is on the function's own page
+    assert "Longer text." in pages["file_report"]
     assert len(pages["root"]) < 400
     for name in ("file_report", "sales"):
         assert 300 <= len(pages[name]) <= 800, pages[name]
@@ -140,6 +141,20 @@ def test_help_on_a_larger_real_server_stays_small(tmp_path: Path) -> None:
     pages = help_pages(tmp_path, "everything", tools, ["GetStructuredContentResult"])
     assert len(tools) == 13 and len(pages["package"]) < 10_000  # one page per tool, no model internals
     assert len(pages["GetStructuredContentResult"]) < 1000
+
+
+def test_help_on_a_package_shows_each_function_once(tmp_path: Path) -> None:
+    tools = [
+        ToolInfo(name=t["name"], description=t.get("description", ""), input_schema=t["inputSchema"])
+        for t in json.loads((DATA / "server-everything.json").read_text())
+    ]
+    pages = help_pages(tmp_path, "everything", tools, [])
+    package = pages["package"]
+    assert "FUNCTIONS" not in package and "__getattr__" not in package  # was: every function again
+    for info in tools:
+        function = info.name.replace("-", "_")
+        assert package.count(f"{function}(") == 1, function
+    assert "SERVER = 'everything'" in package
 
 
 def test_star_import_gives_the_functions_and_models_import_by_name(generate: Generator) -> None:

@@ -16,6 +16,7 @@ import ipybox_core.codegen.package as package_module
 from ipybox_core.codegen import (
     CodegenError,
     CodegenWarning,
+    api_reference,
     generate_server_package,
     kernel_reload_code,
     remove_server_package,
@@ -117,6 +118,11 @@ def test_a_tool_whose_conversion_fails_is_generated_untyped(
     broken = pkg.tool("broken")
     assert broken.degraded and broken.signature == "def broken(*, a: Any) -> str"
     assert not pkg.tool("fine").degraded
+    source = (pkg.path / "_tools" / "broken.py").read_text()  # the note is in its help() too
+    assert "Schema notes (typed as Any where noted):\n        schema not understood (RecursionError" in source
+    reference = api_reference([pkg])  # and the model is told nothing is checked
+    assert 'def broken(*, a: Any) -> str:\n    """(schema not understood: arguments unchecked' in reference
+    assert "def fine() -> str:\n    ...\n" in reference
 
 
 def test_invalid_generated_code_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,96 @@
+"""What a schema demands beyond types is kept (issue 27, item 7): ``allOf`` merged with its members'
+constraints, ``$anchor`` references resolved, ``if``/``then``/``else`` and other untyped keywords named
+in help(); what cannot be typed is typed ``Any`` with a note in the docstring (the tool is never dropped)."""
+
+from __future__ import annotations
+
+import pydoc
+import warnings
+from typing import Any
+
+import pytest
+from codegen_kit import Generator, ThreadedToolServer, generate_fixture, one, sent, served_fixture, tool
+from pydantic import ValidationError
+
+from ipybox_core.codegen import CodegenWarning
+
+served = served_fixture()
+generate = generate_fixture()
+
+
+def page(fn: Any) -> str:
+    return " ".join(pydoc.render_doc(fn, renderer=pydoc.plaintext).split())
+
+
+def test_all_of_keeps_every_members_constraints(generate: Generator, served: ThreadedToolServer) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "span": {"allOf": [{"$ref": "#/$defs/Span"}, {"maximum": 9}], "description": "Days"},
+            "who": {"allOf": [{"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+                              {"properties": {"name": {"type": "string", "maxLength": 3}}}]},
+        },
+        "$defs": {"Span": {"type": "integer", "minimum": 1}},
+    }  # fmt: skip
+    fn = one(generate, tool("book", input_schema=schema))
+    assert sent(served, fn, span=5, who={"id": 1, "name": "abc"}) == {
+        "span": 5,
+        "who": {"id": 1, "name": "abc"},
+    }
+    for kwargs in ({"span": 0}, {"span": 10}, {"who": {"name": "a"}}, {"who": {"id": 1, "name": "abcd"}}):
+        with pytest.raises(ValidationError):
+            fn(**kwargs)
+    assert "span: Days (>= 1; <= 9)" in page(fn)
+
+
+def test_anchors_are_resolved(generate: Generator, served: ThreadedToolServer) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"point": {"$ref": "#pt"}, "next": {"$dynamicRef": "#pt"}},
+        "$defs": {
+            "P": {
+                "$anchor": "pt",
+                "type": "object",
+                "properties": {"x": {"type": "integer"}},
+                "required": ["x"],
+            }
+        },
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was: "'$ref' '#pt' cannot be resolved; typed as Any"
+        fn = one(generate, tool("move", input_schema=schema))
+    assert "point: Pt | None" in page(fn)  # named after the anchor
+    assert sent(served, fn, point={"x": 1}, next={"x": 2}) == {"point": {"x": 1}, "next": {"x": 2}}
+    with pytest.raises(ValidationError):
+        fn(point={"x": "one"})
+
+
+def test_conditionals_and_untyped_keywords_are_named_in_help(generate: Generator) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["card", "bank"]},
+            "card_no": {"type": "string"},
+            "code": {"allOf": [{"type": "string"}, {"not": {"const": "0000"}}, {"if": {"minLength": 5},
+                                                                                 "then": {"pattern": "^X"}}]},
+        },
+        "if": {"properties": {"kind": {"const": "card"}}},
+        "then": {"required": ["card_no"]},
+        "dependentRequired": {"card_no": ["kind"]},
+    }  # fmt: skip
+    fn = one(generate, tool("pay", input_schema=schema))
+    text = page(fn)
+    assert (
+        "The server also requires (not checked here): "
+        'if {"properties":{"kind":{"const":"card"}}} then {"required":["card_no"]} '
+        'dependentRequired {"card_no":["kind"]}'
+    ) in text
+    assert 'code: (not {"const":"0000"}: not checked here; if {"minLength":5} then {"pattern":"^X"}' in text
+
+
+def test_an_unreadable_schema_gives_an_untyped_tool_with_a_note(generate: Generator) -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}, "n": {"type": "integer"}}}
+    with pytest.warns(CodegenWarning, match=r"tool 'odd': '\$ref' '#/\$defs/missing' at property 'x'"):
+        imported = generate("srv", [tool("odd", input_schema=schema)])
+    text = page(imported.module.odd)
+    assert "Schema notes (typed as Any where noted): '$ref' '#/$defs/missing' at property 'x' cannot" in text
