@@ -14,6 +14,9 @@ while result.interruptions:
     result = await Runner.run(agent, state)
 ```
 
+The agent's own function tools are callable from the code too (``from agent_tools import <tool>``),
+each with its own ``needs_approval``; ``CodeActionTool(executor, agent_tools=False)`` opts out.
+
 ``CodeActionTool(sessions, key=lambda ctx: ctx.context["user"])`` (an ``ipybox_core.Sessions``) gives
 each conversation its own kernel instead of one shared ``executor`` (``key`` is required then).
 
@@ -30,6 +33,7 @@ except ImportError as error:  # pragma: no cover - exercised by simulating the m
         "ipybox's openai-agents extra (in an ipybox checkout: pip install -e '.[openai-agents]')"
     ) from error
 
+from ipybox_integrations.openai_agents._agent_tools import AgentToolSelection
 from ipybox_integrations.openai_agents._driver import EventHook
 from ipybox_integrations.openai_agents._output import ImageDetail
 from ipybox_integrations.openai_agents._proxies import McpApprovalPolicy, proxy_identity
@@ -41,6 +45,7 @@ from ipybox_integrations.openai_agents._tool import (
 )
 
 __all__ = [
+    "AgentToolSelection",
     "CodeActionTool",
     "CodeApprovalPolicy",
     "EventHook",

@@ -127,9 +127,11 @@ class KernelDriver:
             async for event in execution:
                 await self._notify(event)
                 if isinstance(event, ApprovalRequest):
-                    if self._ask and invocation.learns_tools and self._proxies.learn(event):
+                    own = self._proxies.host_approval(event)  # an agent tool's own needs_approval
+                    ask = self._ask if own is None else own is not False
+                    if ask and invocation.learns_tools and self._proxies.learn(event):
                         self._on_tools_changed()
-                    if not self._ask:
+                    if not ask:
                         with contextlib.suppress(ApprovalError):  # it may have expired already
                             await event.accept()
                     elif not self._proxies.knows(event):

@@ -54,11 +54,24 @@ def request_identity(request: ApprovalRequest) -> tuple[str, str | None]:
     return proxy_identity(request.server, request.tool, shell=request.kind == "shell")
 
 
-class ProxyTools:
-    """The kernel agent's proxy tools, rebuilt when the executor's MCP servers change."""
+HostApproval: TypeAlias = Callable[[str, str], Any]
+"""``(server, tool)`` -> the agent tool's own ``needs_approval`` (``None``: not an agent tool)."""
 
-    def __init__(self, needs_approval: bool | McpApprovalPolicy) -> None:
+
+class ProxyTools:
+    """The kernel agent's proxy tools, rebuilt when the executor's MCP servers change.
+
+    A call of one of the agent's own tools (server ``agent_tools``) is shown with that tool's own
+    ``needs_approval`` (``host_approval``) instead of the MCP policy.
+    """
+
+    def __init__(
+        self,
+        needs_approval: bool | McpApprovalPolicy,
+        host_approval: HostApproval = lambda server, tool: None,
+    ) -> None:
         self._policy = needs_approval
+        self._host_approval = host_approval
         self._signature: tuple[tuple[str, str], ...] | None = None
         self._identities: set[tuple[str, str | None]] = set()
         self._learned: dict[str, dict[str, str]] = {}
@@ -78,6 +91,10 @@ class ProxyTools:
         )
         self._signature = signature
         return True
+
+    def invalidate(self) -> None:
+        """Rebuild :attr:`tools` at the next :meth:`sync` (the agent tools' approvals changed)."""
+        self._signature = None
 
     def learn(self, request: ApprovalRequest) -> bool:
         """Add a proxy for ``request``'s tool (an executor whose tool list is not known here, in an
@@ -99,25 +116,30 @@ class ProxyTools:
             for tool, description in servers[server].items():
                 name, namespace = proxy_identity(server, tool)
                 identities.add((name, namespace))
-                proxy = self._proxy(name, description)
+                proxy = self._proxy(name, description, self._host_approval(server, tool))
                 (grouped if namespace is not None else tools).append(proxy)
             if grouped:
                 tools.extend(tool_namespace(name=server, description=f"MCP server {server}", tools=grouped))
         self._identities = identities
         self.tools = tools
 
+    def host_approval(self, request: ApprovalRequest) -> Any:
+        """The agent tool's ``needs_approval`` for a call of it from the code (``None``: not one)."""
+        return None if request.kind == "shell" else self._host_approval(request.server, request.tool)
+
     def knows(self, request: ApprovalRequest) -> bool:
         """True if a proxy exists for ``request`` (its server may be newer than the tool list)."""
         return request_identity(request) in self._identities
 
-    def _proxy(self, name: str, description: str) -> FunctionTool:
+    def _proxy(self, name: str, description: str, own: Any = None) -> FunctionTool:
+        policy = own if own is not None else self._needs_approval if callable(self._policy) else self._policy
         return FunctionTool(
             name=name,
             description=description,
             params_json_schema=_ANY_ARGUMENTS,
             on_invoke_tool=self._approved,
             strict_json_schema=False,
-            needs_approval=self._needs_approval if callable(self._policy) else self._policy,
+            needs_approval=policy,
         )
 
     async def _needs_approval(

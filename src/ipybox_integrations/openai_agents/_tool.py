@@ -34,6 +34,7 @@ from ipybox_integrations._session import (
     with_notes,
 )
 from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations.openai_agents._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.openai_agents._driver import PROXY_MISSING, EventHook, KernelDriver
 from ipybox_integrations.openai_agents._invocation import (
     CALL_PREFIX,
@@ -100,6 +101,14 @@ class CodeActionTool(FunctionTool):
     ``execute_code`` result. A conversation whose kernel was restarted (``Sessions`` idle timeout,
     ``close_session``) gets a restart notice in front of its next result.
 
+    - ``agent_tools``: the agent's own function tools the code can call, as typed functions
+      (``from agent_tools import <tool>``, in the prompt's API reference): all of them by default
+      (``None``/``True``), none (``False``), the named ones (a list) or those a predicate takes.
+      A call runs here, in the application, with a ``ToolContext`` of the run; the tool's own
+      ``needs_approval`` (bool or callable) decides whether it interrupts the run like an MCP call
+      (``item.tool_namespace == "agent_tools"``); its exception reaches the code as ``ToolError``
+      with the message of its ``failure_error_function``. Over ``RemoteSessions`` the agent's tools
+      are not offered (passing ``agent_tools`` raises :class:`ConfigError`).
     - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
       ``(run_context, ApprovalRequest) -> bool`` (may be async) deciding per call.
     - ``code_needs_approval``: the SDK's standard ``needs_approval`` of the ``execute_code`` call
@@ -137,8 +146,14 @@ class CodeActionTool(FunctionTool):
         on_event: EventHook | None = None,
         image_detail: ImageDetail = "auto",
         reference_max_chars: int | None = None,
+        agent_tools: AgentToolSelection = None,
     ) -> None:
         self.conversations = Conversations(executor)
+        self._agent_tools = AgentTools(
+            agent_tools,
+            hosts=hasattr(executor, "register_host_tools"),
+            exclude=lambda tool: isinstance(tool, CodeActionTool),
+        )
         if key is None and not executor.shares_kernel:
             raise ConfigError(NO_KEY_MESSAGE.format(source=type(executor).__name__))
         self.key = key
@@ -148,7 +163,7 @@ class CodeActionTool(FunctionTool):
         self._shown: weakref.WeakValueDictionary[str, ApprovalRequest] = weakref.WeakValueDictionary()
         """The requests this tool showed as interruptions, while their executions hold them."""
         self._notes: dict[str, list[str]] = {}
-        self._proxies = ProxyTools(needs_approval)
+        self._proxies = ProxyTools(needs_approval, self._agent_tools.approval)
         driver = KernelDriver(
             self._proxies,
             ask=needs_approval is not False,
@@ -210,6 +225,7 @@ class CodeActionTool(FunctionTool):
 
         async def compose(context: RunContextWrapper[Any], agent: Agent[Any]) -> str:
             notes = await self._move_on(self.conversation_of(context))
+            await self._sync_agent_tools(agent)
             text = base(context, agent) if callable(base) else base
             if inspect.isawaitable(text):
                 text = await text
@@ -274,7 +290,11 @@ class CodeActionTool(FunctionTool):
 
     async def _invoke(self, context: ToolContext[Any], arguments: str) -> Any:
         conversation = self.conversation_of(context)
+        await self._sync_agent_tools(context.agent)
         session = await self.conversations.session(conversation)
+        bind = getattr(session.executor, "bind_tool_context", None)
+        if bind is not None:  # the agent tools called by this invocation's code run in this run
+            bind(context)
         notes = self._notes.pop(conversation, [])
         restart = session.take_restart_notice()
         if restart:
@@ -344,6 +364,10 @@ class CodeActionTool(FunctionTool):
         invocation.shown = stop
         if self._proxies.learn(stop):
             self._refresh_tools()
+
+    async def _sync_agent_tools(self, agent: Any) -> None:
+        if await self._agent_tools.sync(self.conversations.source, agent):
+            self._proxies.invalidate()
 
     def _refresh_tools(self) -> None:
         self._kernel_agent.tools = list(self._proxies.tools)

@@ -1,0 +1,149 @@
+"""The agent's own ``FunctionTool``s, callable from the code as ``from agent_tools import <tool>``.
+
+Each selected tool of the agent becomes an ipybox :class:`~ipybox_core.hosttools.HostTool` of the
+executor: the kernel gets a typed function generated from the tool's JSON schema, and a call from
+the code passes the executor's approval policy, then (when held) the tool's own ``needs_approval``
+through the SDK (see ``ProxyTools``), then runs here, in the application, with a ``ToolContext`` of
+the run that made the ``execute_code`` call. The tool's ``failure_error_function`` makes the
+message of the ``ToolError`` the code gets (the SDK's default formatter unless the tool set one;
+``None``: the exception's own message).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+from agents import FunctionTool, RunContextWrapper
+from agents.tool import maybe_invoke_function_tool_failure_error_function
+from agents.tool_context import ToolContext
+from pydantic import TypeAdapter
+
+from ipybox_core.errors import ConfigError, ToolError
+from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
+
+AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[FunctionTool], bool] | None"
+"""Which of the agent's function tools the code can call: ``None`` (default: all, none over an
+ipybox service), ``True`` (all), ``False`` (none), tool names, or a predicate."""
+
+ToolApproval: TypeAlias = "bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]"
+"""A ``FunctionTool.needs_approval``."""
+
+REMOTE_MESSAGE = (
+    "agent_tools= needs an in-process executor (CodeExecutor or Sessions): over RemoteSessions (an "
+    "ipybox service) the agent's own tools cannot be called from the code yet; leave agent_tools out"
+)
+
+_calls = itertools.count(1)
+
+
+class AgentTools:
+    """The agent's function tools the code calls, registered as host tools of the executor."""
+
+    def __init__(self, selection: AgentToolSelection, *, hosts: bool, exclude: Callable[[Any], bool]) -> None:
+        if selection not in (None, False) and not hosts:
+            raise ConfigError(REMOTE_MESSAGE)
+        self._selection = False if selection is None and not hosts else selection
+        self._exclude = exclude
+        self._signature: tuple[tuple[str, int], ...] | None = None
+        self._approvals: dict[str, ToolApproval] = {}
+
+    def select(self, agent: Any) -> list[FunctionTool]:
+        """The agent's function tools the selection takes (never ``execute_code`` itself)."""
+        if self._selection is False or agent is None:
+            return []
+        tools = [
+            t for t in getattr(agent, "tools", ()) if isinstance(t, FunctionTool) and not self._exclude(t)
+        ]
+        selection = self._selection
+        if selection is None or selection is True:
+            return tools
+        if callable(selection):
+            return [tool for tool in tools if selection(tool)]
+        names = set(selection)
+        return [tool for tool in tools if tool.name in names]
+
+    async def sync(self, source: Any, agent: Any) -> bool:
+        """Register ``agent``'s selected tools with ``source`` if they changed; True when they did."""
+        tools = self.select(agent)
+        signature = tuple((tool.name, id(tool)) for tool in tools)
+        register = getattr(source, "register_host_tools", None)
+        if signature == self._signature or register is None:
+            return False
+        await register([_host_tool(tool) for tool in tools])
+        self._approvals = {tool.name: tool.needs_approval for tool in tools}
+        self._signature = signature
+        return True
+
+    def approval(self, server: str, tool: str) -> ToolApproval | None:
+        """The ``needs_approval`` of an agent tool called from the code (``None``: not one)."""
+        return self._approvals.get(tool) if server == HOST_SERVER else None
+
+
+def _host_tool(tool: FunctionTool) -> HostTool:
+    async def run(call: HostCall) -> Any:
+        return await invoke(tool, call)
+
+    return HostTool(
+        name=tool.name,
+        run=run,
+        description=tool.description,
+        input_schema=tool.params_json_schema,
+        output_schema=_output_schema(tool),
+        timeout=tool.timeout_seconds,
+    )
+
+
+async def invoke(tool: FunctionTool, call: HostCall) -> Any:
+    """Run ``tool`` as the SDK would, in a ``ToolContext`` of the run bound for the execution."""
+    outer = call.context if isinstance(call.context, RunContextWrapper) else None
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    run: dict[str, Any] = {}
+    if outer is not None:
+        run = {"usage": outer.usage, "agent": getattr(outer, "agent", None)}
+        run["run_config"] = getattr(outer, "run_config", None)
+    context: ToolContext[Any] = ToolContext(
+        context=outer.context if outer is not None else None,
+        tool_name=tool.name,
+        tool_call_id=f"ipybox-agent-tool-{next(_calls)}",
+        tool_arguments=arguments,
+        **run,
+    )
+    # The SDK's invoker turns an exception into the model's error string; the code gets ToolError
+    # with that string instead, so the invocation runs without it and the formatter is applied here.
+    unhandled = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
+    try:
+        if unhandled is None:
+            return await tool.on_invoke_tool(context, arguments)
+        return await unhandled(context, arguments)
+    except Exception as error:
+        message = None
+        if unhandled is not None:
+            message = await maybe_invoke_function_tool_failure_error_function(
+                function_tool=tool, context=context, error=error
+            )
+        raise ToolError(
+            message or str(error) or type(error).__name__, server=HOST_SERVER, tool=tool.name
+        ) from error
+
+
+def _output_schema(tool: FunctionTool) -> dict[str, Any] | None:
+    """The tool's output schema: declared, else from its function's return annotation (``None``:
+    unknown, the code gets the value as JSON data)."""
+    if tool.output_json_schema is not None:
+        return tool.output_json_schema
+    try:
+        function = tool.__wrapped__
+        annotation = typing.get_type_hints(function).get("return", inspect.Signature.empty)
+    except Exception:  # not made by function_tool, or unresolvable annotations
+        return None
+    if annotation in (inspect.Signature.empty, Any, type(None)):
+        return None
+    try:
+        return TypeAdapter(annotation).json_schema()
+    except Exception:  # not a JSON type (e.g. the SDK's output objects)
+        return None
