@@ -8,6 +8,7 @@ from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failur
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import apply_decision, hitl_request, parse_response
 from ipybox_integrations.langchain._settings import ToolSettings
+from ipybox_integrations.langchain._stream import StreamWriter, next_stop
 
 NO_APPROVER = (
     "an MCP call made by execute_code needs approval, but there is no way to ask: run the tool inside "
@@ -16,20 +17,25 @@ NO_APPROVER = (
 )
 
 
-async def run_with_callback(settings: ToolSettings, code: str, thread_id: str) -> ContentBlocks:
-    """Run ``code`` in the thread's kernel to the end, asking ``settings.approval_callback`` per MCP call."""
+async def run_with_callback(
+    settings: ToolSettings, code: str, thread_id: str, write: StreamWriter | None, call_id: str
+) -> ContentBlocks:
+    """Run ``code`` in the thread's kernel to the end, asking ``settings.approval_callback`` per MCP
+    call; its output goes to ``write`` (LangGraph's stream writer) as it runs."""
     session, notes = await settings.session(thread_id)
-    return await noted(notes, _run(settings, session.executor, code))
+    return await noted(notes, _run(settings, session.executor, code, write, call_id))
 
 
-async def _run(settings: ToolSettings, executor: Executor, code: str) -> ContentBlocks:
+async def _run(
+    settings: ToolSettings, executor: Executor, code: str, write: StreamWriter | None, call_id: str
+) -> ContentBlocks:
     execution = start_execution(executor, code, settings.timeout)
     if execution is None:
         raise ExecuteCodeError(BUSY_MESSAGE)
     async with execution:  # cancels the code if anything below fails
         while True:
             try:
-                stop = await execution.next_stop()
+                stop = await next_stop(execution, write, call_id)
             except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
                 raise ExecuteCodeError(describe_failure(error)) from error
             if not isinstance(stop, ApprovalRequest):

@@ -43,6 +43,7 @@ from ipybox_integrations.langchain._hitl import (
 )
 from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ToolSettings
+from ipybox_integrations.langchain._stream import StreamWriter, next_stop
 
 # LangGraph's private config keys and write channel (langgraph/_internal/_constants.py), read defensively.
 _SCRATCHPAD_KEY = "__pregel_scratchpad"
@@ -71,6 +72,8 @@ class _Call:
     """Index of the interrupt shown to the human for ``request`` (only an answer to it counts)."""
     notes: list[str] = field(default_factory=list)
     """What the model must read before the result (a restart notice)."""
+    write: StreamWriter | None = None
+    """LangGraph's stream writer: the code's output goes there as it runs (``stream_mode="custom"``)."""
 
 
 def interrupts_available() -> bool:
@@ -91,7 +94,7 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     call: _Call | None = None
     answered, shown = _answered_before(), _shown_before()
     if answered or shown is not None:  # a re-entry: the execution waits in its executor
-        found = await _reattach(settings, thread_id, call_id, shown)
+        found = await _reattach(settings, thread_id, call_id, shown, runtime.stream_writer)
         if isinstance(found, ExecutionResult):
             return await noted(notes, _result_of(found))  # it finished meanwhile
         if found is None and answered:  # nothing waits for this call any more
@@ -100,6 +103,7 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     if call is None:
         call = await _start(settings, code, thread_id, call_id, _current_call_ids(runtime))
     call.notes[:0] = notes
+    call.write = runtime.stream_writer
     for _ in range(call.answered):
         interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
     return await noted(call.notes, _drive(settings, call))
@@ -112,7 +116,7 @@ async def _result_of(result: ExecutionResult) -> ContentBlocks:
 async def _drive(settings: ToolSettings, call: _Call) -> ContentBlocks:
     while True:
         if call.request is None:
-            stop = await _next_stop(call.execution)
+            stop = await _next_stop(call)
             if not isinstance(stop, ApprovalRequest):
                 return result_content(stop)
             call.request = stop
@@ -144,9 +148,9 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     call.request = None
 
 
-async def _next_stop(execution: Execution) -> ApprovalRequest | ExecutionResult:
+async def _next_stop(call: _Call) -> ApprovalRequest | ExecutionResult:
     try:
-        return await execution.next_stop()
+        return await next_stop(call.execution, call.write, call.call_id)
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
         raise ExecuteCodeError(describe_failure(error)) from error
 
@@ -171,7 +175,7 @@ async def _start(
 
 
 async def _reattach(
-    settings: ToolSettings, thread_id: str, call_id: str, shown: Interrupt | None
+    settings: ToolSettings, thread_id: str, call_id: str, shown: Interrupt | None, write: StreamWriter
 ) -> _Call | ExecutionResult | None:
     """This call's execution from its executor, where this or another tool instance (over an
     ipybox service: another process) left it waiting.
@@ -184,7 +188,7 @@ async def _reattach(
     session = await settings.conversations.session(thread_id)
     try:
         execution = await reattach(session.executor, call_id)
-        stop = None if execution is None else await execution.next_stop()
+        stop = None if execution is None else await next_stop(execution, write, call_id)
     except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:

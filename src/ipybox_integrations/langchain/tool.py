@@ -83,7 +83,10 @@ def build_execute_code_tool(settings: ToolSettings) -> BaseTool:
     async def execute_code(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
         if runtime is not None and interrupts_available():
             return await run_in_graph(settings, code, runtime)
-        return await run_with_callback(settings, code, thread_of(runtime.config if runtime else None))
+        if runtime is None:
+            return await run_with_callback(settings, code, thread_of(None), None, "")
+        call_id, write = runtime.tool_call_id or "", runtime.stream_writer
+        return await run_with_callback(settings, code, thread_of(runtime.config), write, call_id)
 
     return StructuredTool.from_function(
         func=_sync_unsupported,

@@ -1,0 +1,46 @@
+"""Live output: the code's output goes to LangGraph's stream writer as it runs (``stream_mode="custom"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from typing_extensions import TypedDict
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+
+StreamWriter = Callable[[Any], None]
+OUTPUT_TYPE: Literal["execute_code_output"] = "execute_code_output"
+
+
+class CodeOutput(TypedDict):
+    """One chunk of ``execute_code`` output, as ``stream_mode="custom"`` receives it."""
+
+    type: Literal["execute_code_output"]
+    tool_call_id: str
+    """The ``execute_code`` call that printed it."""
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+async def next_stop(
+    execution: Execution, write: StreamWriter | None, tool_call_id: str
+) -> ApprovalRequest | ExecutionResult:
+    """Run until the code needs a decision or finishes, writing its output to ``write`` meanwhile.
+
+    Raises what iteration raises (``ExecutionTimeout``, ``KernelDied``, ``ExecutionCancelled``).
+    """
+    async for event in execution:
+        if isinstance(event, (ApprovalRequest, ExecutionResult)):
+            return event
+        if write is not None and isinstance(event, OutputChunk):
+            write(
+                CodeOutput(
+                    type="execute_code_output",
+                    tool_call_id=tool_call_id,
+                    stream=event.stream,
+                    text=event.text,
+                )
+            )
+    raise RuntimeError("the execution ended without a result")
