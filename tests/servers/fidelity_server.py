@@ -8,6 +8,8 @@
 - ``run_query``: a live server answering with a JSON-RPC error (a database's SQL error)
 - ``schedule``: ``date-time``, ``date`` and ``uuid`` parameters and a ``number``, echoed as received
 - ``set_flags``: a boolean and an integer, echoed as received (strict coercion)
+- ``record``: integer, number, boolean, ``date-time`` and ``uuid`` parameters whose JSON values are
+  echoed untouched, with their JSON types and a call count (what exactly arrived, and how often)
 - ``paint``: a 30-value enum
 - ``render_view``: an MCP Apps tool visible to the app only (``_meta.ui.visibility == ["app"]``)
 """
@@ -19,11 +21,12 @@ import json
 import socket
 import sys
 import uuid
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from pydantic import WithJsonSchema
 
 Colour = Literal[
     "amber", "azure", "beige", "black", "blue", "bronze", "brown", "coral", "crimson", "cyan",
@@ -69,6 +72,23 @@ def build_server(name: str = "ipybox-fidelity") -> MCPServer:
     def set_flags(dry_run: bool, count: int) -> str:
         """Set flags: echoes what it received."""
         return json.dumps({"dry_run": dry_run, "count": count})
+
+    received: list[int] = []
+
+    @mcp.tool()
+    def record(
+        count: Annotated[Any, WithJsonSchema({"type": "integer"})] = None,
+        factor: Annotated[Any, WithJsonSchema({"type": "number"})] = None,
+        dry_run: Annotated[Any, WithJsonSchema({"type": "boolean"})] = None,
+        when: Annotated[Any, WithJsonSchema({"type": "string", "format": "date-time"})] = None,
+        ident: Annotated[Any, WithJsonSchema({"type": "string", "format": "uuid"})] = None,
+    ) -> str:
+        """Record values: echoes the JSON values as they arrived (``[value, JSON type]``) and the call number."""
+        received.append(1)
+        values = {"count": count, "factor": factor, "dry_run": dry_run, "when": when, "ident": ident}
+        kinds = {bool: "boolean", int: "integer", float: "float", str: "string"}
+        echoed = {k: [v, kinds.get(type(v), type(v).__name__)] for k, v in values.items() if v is not None}
+        return json.dumps({"call": len(received), **echoed})
 
     @mcp.tool()
     def paint(colour: Colour) -> str:
