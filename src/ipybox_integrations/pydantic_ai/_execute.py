@@ -49,7 +49,7 @@ from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
-from ipybox_core.suspended import ABANDONED, MOVED_ON
+from ipybox_core.suspended import MOVED_ON
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
@@ -63,6 +63,7 @@ from ipybox_integrations._session import (
     start_execution,
     with_notes,
 )
+from ipybox_integrations._waiting import WaitingCalls
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai.approvals import (
     DEFAULT_REJECT_REASON,
@@ -119,12 +120,11 @@ class CodeRunner:
         self.tool_name = tool_name
         self.key = key or default_conversation_key
         self.timeout = timeout
-        self.abandon_after = abandon_after
-        """An explicit backstop of this capability (``None``: the executor's own applies)."""
-        self.parked: dict[tuple[str, str], CallRef] = {}
+        self.waiting = WaitingCalls(conversations.source, abandon_after=abandon_after)
         """The calls this instance left waiting for a deferred approval (their executions wait in
-        their executors, where any instance finds them)."""
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        their executors, where any instance finds them); ``abandon_after`` is this capability's
+        own backstop (``None``: the executor's or the service's applies)."""
+        self._parked_by_run: dict[tuple[str, str], str | None] = {}
         self._notes: dict[str, list[str]] = {}
         self._denied: dict[tuple[str, str], None] = {}  # denied calls already cancelled
 
@@ -151,7 +151,7 @@ class CodeRunner:
         # A deferred answer (or a history replayed without one) for a call that waits in its
         # executor, left there by this or any other instance; a busy executor may hold it too.
         found = None
-        if ctx.tool_call_approved or parked is not None or executor.busy:
+        if ctx.tool_call_approved or parked or executor.busy:
             found = await _reattached(executor, call_id)
         if found is not None:
             execution, stop = found
@@ -279,49 +279,37 @@ class CodeRunner:
 
     def _park(self, ref: CallRef, execution: Execution, request: ApprovalRequest) -> None:
         """Leave ``execution`` waiting in its executor for the deferred answer."""
-        key = (ref.conversation, ref.call_id)
-        self._forget(*key)
-        self.parked[key] = ref
-        if self.abandon_after is not None:  # the application asked for its own backstop
-            loop = asyncio.get_running_loop()
-            self._timers[key] = loop.call_later(self.abandon_after, self._start_abandoning, ref)
+        self.waiting.left(ref.conversation, ref.call_id)
+        self._parked_by_run[(ref.conversation, ref.call_id)] = ref.run_id
 
-    def _forget(self, conversation: str, call_id: str) -> CallRef | None:
-        timer = self._timers.pop((conversation, call_id), None)
-        if timer is not None:
-            timer.cancel()
-        return self.parked.pop((conversation, call_id), None)
-
-    def _start_abandoning(self, ref: CallRef) -> None:
-        self._forget(ref.conversation, ref.call_id)
-        task = asyncio.ensure_future(
-            cancel_waiting(self.conversations.source, ref.conversation, calls=[ref.call_id], reason=ABANDONED)
-        )
-        _abandoning.add(task)
-        task.add_done_callback(_abandoning.discard)
+    def _forget(self, conversation: str, call_id: str) -> bool:
+        """Forget that this instance left ``call_id`` waiting; whether it had."""
+        self._parked_by_run.pop((conversation, call_id), None)
+        left = call_id in self.waiting.of(conversation)
+        self.waiting.resumed(conversation, call_id)
+        return left
 
     async def cancel(
-        self,
-        reason: str | None,
-        where: Callable[[CallRef], bool] | None = None,
-        *,
-        conversation: str | None = None,
+        self, reason: str | None, *, conversation: str | None = None, run_id: str | None = None
     ) -> int:
-        """Cancel the waiting calls this instance parked (those ``where`` selects); returns how many.
+        """Cancel the waiting calls this instance parked (those of the run ``run_id`` if given);
+        returns how many.
 
         With ``conversation``: everything that waits in that conversation, parked by any instance.
         """
         if conversation is not None:
-            for key in [key for key in self.parked if key[0] == conversation]:
-                self._forget(*key)
+            for key in self.waiting.forget(conversation):
+                self._parked_by_run.pop(key, None)
             return await cancel_waiting(self.conversations.source, conversation, reason=reason)
-        chosen = [ref for ref in self.parked.values() if where is None or where(ref)]
+        if run_id is None:
+            self._parked_by_run.clear()
+            return await self.waiting.cancel(reason)
         cancelled = 0
-        for ref in chosen:
-            self._forget(ref.conversation, ref.call_id)
-            cancelled += await cancel_waiting(
-                self.conversations.source, ref.conversation, calls=[ref.call_id], reason=reason
-            )
+        for (conversation_of_call, call_id), parked_by in list(self._parked_by_run.items()):
+            if parked_by == run_id and self._forget(conversation_of_call, call_id):
+                cancelled += await cancel_waiting(
+                    self.conversations.source, conversation_of_call, calls=[call_id], reason=reason
+                )
         return cancelled
 
     async def before_node(self, ctx: RunContext[Any], node: Any) -> Any:
@@ -407,8 +395,9 @@ class CodeRunner:
         """
         conversation = self.conversation_of(ctx)
         open_calls = open_tool_calls(ctx.messages)
-        for key in [key for key in self.parked if key[0] == conversation and key[1] not in open_calls]:
-            self._forget(*key)
+        for call_id in self.waiting.of(conversation):
+            if call_id not in open_calls:
+                self._forget(conversation, call_id)
         cancelled = await cancel_waiting(
             self.conversations.source, conversation, keep=open_calls, reason=MOVED_ON
         )
@@ -418,12 +407,9 @@ class CodeRunner:
 
     async def cancel_run(self, ctx: RunContext[Any]) -> int:
         """After a failed run: cancel what it parked (no one can answer a run that raised)."""
-        return await self.cancel(
-            FAILED_RUN_REASON, where=lambda ref: ctx.run_id is not None and ref.run_id == ctx.run_id
-        )
-
-
-_abandoning: set[asyncio.Future[int]] = set()
+        if ctx.run_id is None:
+            return 0
+        return await self.cancel(FAILED_RUN_REASON, run_id=ctx.run_id)
 
 
 def _last_response_index(messages: list[ModelMessage]) -> int | None:

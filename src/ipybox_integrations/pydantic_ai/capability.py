@@ -141,7 +141,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     @property
     def suspended(self) -> int:
         """How many calls this capability left waiting for a deferred approval."""
-        return len(self._runner.parked)
+        return len(self._runner.waiting)
 
     async def cancel_suspended(self, *, conversation: str | None = None, reason: str | None = None) -> int:
         """Interrupt executions waiting for a decision (e.g. the user left); returns how many.
