@@ -6,7 +6,13 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failure, start_execution
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
-from ipybox_integrations.langchain._hitl import apply_decision, hitl_request, parse_response
+from ipybox_integrations.langchain._hitl import (
+    add_notice,
+    apply_decision,
+    edit_notice,
+    hitl_request,
+    parse_response,
+)
 from ipybox_integrations.langchain._settings import ToolSettings
 from ipybox_integrations.langchain._stream import StreamWriter, next_stop
 
@@ -23,11 +29,16 @@ async def run_with_callback(
     """Run ``code`` in the thread's kernel to the end, asking ``settings.approval_callback`` per MCP
     call; its output goes to ``write`` (LangGraph's stream writer) as it runs."""
     session, notes = await settings.session(thread_id)
-    return await noted(notes, _run(settings, session.executor, code, write, call_id))
+    return await noted(notes, _run(settings, session.executor, code, write, call_id, notes))
 
 
 async def _run(
-    settings: ToolSettings, executor: Executor, code: str, write: StreamWriter | None, call_id: str
+    settings: ToolSettings,
+    executor: Executor,
+    code: str,
+    write: StreamWriter | None,
+    call_id: str,
+    notes: list[str],
 ) -> ContentBlocks:
     execution = start_execution(executor, code, settings.timeout)
     if execution is None:
@@ -40,10 +51,11 @@ async def _run(
                 raise ExecuteCodeError(describe_failure(error)) from error
             if not isinstance(stop, ApprovalRequest):
                 return result_content(stop)
-            await _decide(settings, stop)
+            add_notice(notes, edit_notice(await _decide(settings, stop)))
 
 
-async def _decide(settings: ToolSettings, request: ApprovalRequest) -> None:
+async def _decide(settings: ToolSettings, request: ApprovalRequest) -> object:
+    """Ask the callback about ``request`` and carry out its answer; returns the answer."""
     callback = settings.approval_callback
     if callback is None:
         await request.reject("no approver is configured")
@@ -51,3 +63,4 @@ async def _decide(settings: ToolSettings, request: ApprovalRequest) -> None:
     response = await callback(hitl_request(request, settings.allowed_decisions, settings.describe))
     decision = parse_response(response, request, settings.allowed_decisions)
     await apply_decision(request, decision)
+    return response

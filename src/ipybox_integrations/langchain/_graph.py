@@ -35,8 +35,10 @@ from ipybox_integrations._session import (
 )
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
+    add_notice,
     apply_decision,
     decisions_for,
+    edit_notice,
     hitl_request,
     parse_response,
     response_schema,
@@ -72,6 +74,8 @@ class _Call:
     """Index of the interrupt shown to the human for ``request`` (only an answer to it counts)."""
     notes: list[str] = field(default_factory=list)
     """What the model must read before the result (a restart notice)."""
+    edits: list[str] = field(default_factory=list)
+    """The reviewer notices of the MCP calls a human edited (re-derived from the answers on each entry)."""
     write: StreamWriter | None = None
     """LangGraph's stream writer: the code's output goes there as it runs (``stream_mode="custom"``)."""
 
@@ -104,20 +108,28 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
         call = await _start(settings, code, thread_id, call_id, _current_call_ids(runtime))
     call.notes[:0] = notes
     call.write = runtime.stream_writer
-    for _ in range(call.answered):
-        interrupt(None)  # already answered: returns the stored answer, keeps the indices aligned
-    return await noted(call.notes, _drive(settings, call))
+    for _ in range(call.answered):  # already answered: each returns its stored answer (indices aligned)
+        add_notice(call.edits, edit_notice(interrupt(None)))
+    told: list[str] = []
+    return await noted(told, _drive(settings, call, told))
 
 
 async def _result_of(result: ExecutionResult) -> ContentBlocks:
     return result_content(result)
 
 
-async def _drive(settings: ToolSettings, call: _Call) -> ContentBlocks:
+async def _drive(settings: ToolSettings, call: _Call, told: list[str]) -> ContentBlocks:
+    """Run the call to its end, asking each question; ``told`` gets the notes the model reads
+    before the result (``noted`` reads them once it is there)."""
     while True:
         if call.request is None:
-            stop = await _next_stop(call)
+            try:
+                stop = await _next_stop(call)
+            except ExecuteCodeError:
+                told += [*call.notes, *call.edits]
+                raise
             if not isinstance(stop, ApprovalRequest):
+                told += [*call.notes, *call.edits]
                 return result_content(stop)
             call.request = stop
         await _ask(settings, call, call.request)
@@ -145,6 +157,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
         # after mixing plain and id-keyed resumes, langgraph#8837). Ignore it and ask again.
         return
     await apply_decision(request, parse_response(value, request, settings.allowed_decisions))
+    add_notice(call.edits, edit_notice(value))
     call.request = None
 
 

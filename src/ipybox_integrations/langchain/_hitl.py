@@ -9,7 +9,8 @@ approval callback.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union, cast
 
 from annotated_types import Len
@@ -33,6 +34,13 @@ DecisionName = Literal["approve", "edit", "reject"]
 
 SUPPORTED_DECISIONS: tuple[DecisionName, ...] = ("approve", "edit", "reject")
 DEFAULT_REJECT_REASON = "rejected by the reviewer"
+EDIT_NOTICE = (
+    "Note: a human reviewer edited an MCP call of this code before it ran: {name} ran with the "
+    "arguments {args}, not the ones the code passed. This was intentional and authorized; the "
+    "output below is that of the edited call. Do not re-issue the original call."
+)
+"""Told to the model before the result of code whose MCP call a reviewer edited (as
+``HumanInTheLoopMiddleware`` tells it about an edited tool call)."""
 
 Describe = Callable[[ApprovalRequest], str]
 """Writes the ``description`` of an action request for the human reviewer."""
@@ -116,6 +124,25 @@ def parse_response(value: object, request: ApprovalRequest, allowed: tuple[Decis
             f'{{"decisions": [one of {list(allowed_here)}]}}, got {value!r} ({error.error_count()} error(s))'
         ) from error
     return cast("Decision", response["decisions"][0])
+
+
+def edit_notice(answer: object) -> str | None:
+    """The reviewer notice for an answer that edited its call (``None`` for any other answer)."""
+    decisions = answer.get("decisions") if isinstance(answer, Mapping) else None
+    decision = decisions[0] if isinstance(decisions, list) and len(decisions) == 1 else None
+    if not isinstance(decision, Mapping) or decision.get("type") != "edit":
+        return None
+    edited = decision.get("edited_action")
+    if not isinstance(edited, Mapping):
+        return None
+    arguments = json.dumps(edited.get("args"), default=str, ensure_ascii=False)
+    return EDIT_NOTICE.format(name=edited.get("name"), args=arguments)
+
+
+def add_notice(notes: list[str], notice: str | None) -> None:
+    """Add ``notice`` to ``notes`` once."""
+    if notice is not None and notice not in notes:
+        notes.append(notice)
 
 
 async def apply_decision(request: ApprovalRequest, decision: Decision) -> None:

@@ -27,6 +27,7 @@ from lc_kit import (
 
 from ipybox_core import ApprovalError, CodeExecutor, ConfigError
 from ipybox_integrations.langchain import CodeActionMiddleware, execute_code_tool
+from ipybox_integrations.langchain._hitl import EDIT_NOTICE
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -80,7 +81,8 @@ async def test_callback_edit(idle_executor: CodeExecutor) -> None:
         allowed_decisions=["approve", "edit"],
     )
     message = await tool.ainvoke(tool_call("from mcptools.test import add\nprint(add(a=1, b=1))"))
-    assert text_of(message) == "42"
+    notice = EDIT_NOTICE.format(name="test.add", args='{"a": 20, "b": 22}')
+    assert text_of(message) == f"{notice}\n\n42"  # the model is told a human changed the call
 
 
 async def test_without_checkpointer_or_callback_an_mcp_call_is_a_clear_error(

@@ -20,6 +20,7 @@ from lc_kit import (
 
 from ipybox_core import CodeExecutor
 from ipybox_integrations.langchain import CodeActionMiddleware
+from ipybox_integrations.langchain._hitl import EDIT_NOTICE
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -83,7 +84,25 @@ async def test_edit_changes_the_arguments_and_a_malformed_answer_can_be_given_ag
     edit = {"type": "edit", "edited_action": {"name": "test.add", "args": {"a": 40, "b": 2}}}
     out = await resume(agent, "edit", {"decisions": [edit]})
     assert not out.interrupts
-    assert text_of(tool_messages(out.value)[0]) == "sum 42"
+    # The model is told a human changed the call, as HumanInTheLoopMiddleware tells it (was: "sum 42")
+    notice = EDIT_NOTICE.format(name="test.add", args='{"a": 40, "b": 2}')
+    assert text_of(tool_messages(out.value)[0]) == f"{notice}\n\nsum 42"
+
+
+async def test_the_reviewer_notice_of_an_edit_outlives_later_questions(idle_executor: CodeExecutor) -> None:
+    # The edit is answered in one run, the result comes two runs later: the notice is derived from
+    # the answers LangGraph stored, so it reaches the model (with each edit once).
+    middleware = CodeActionMiddleware(idle_executor, allowed_decisions=["approve", "edit", "reject"])
+    code = "from mcptools.test import add\nprint(add(a=1, b=1), add(a=2, b=2), add(a=3, b=3))"
+    _, agent = make_agent([middleware], run_code_then_finish(code))
+    only_interrupt(await agent.ainvoke(user(), config("edit-later"), version="v2"))
+    edit = {"type": "edit", "edited_action": {"name": "test.add", "args": {"a": 10, "b": 10}}}
+    only_interrupt(await resume(agent, "edit-later", {"decisions": [edit]}))
+    only_interrupt(await resume(agent, "edit-later", APPROVE))
+    out = await resume(agent, "edit-later", APPROVE)
+    (message,) = tool_messages(out.value)
+    notice = EDIT_NOTICE.format(name="test.add", args='{"a": 10, "b": 10}')
+    assert text_of(message) == f"{notice}\n\n20 4 6"
 
 
 async def test_a_fresh_agent_with_the_same_checkpointer_and_executor_resumes_the_execution(
