@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from example_runner import run_example
 from ipybox_core import ApprovalRequest, ApprovalRules, CodeExecutor, ConfigError
 from ipybox_core.codegen import CodegenWarning
 from ipybox_core.executor import ExecutionResult
@@ -247,3 +248,12 @@ async def test_sessions_give_every_session_the_host_tools(tmp_path: Path) -> Non
     assert first.text.strip() == "carol via whoami"
     assert second.text.strip() == "['hello']"
     assert third.text.strip() == "hello"
+
+
+async def test_the_example_runs() -> None:
+    done = await asyncio.to_thread(run_example, "host_tools.py")
+    assert done.stdout.splitlines() == [
+        "def get_order(*, order_id: str) -> Any:",
+        "{'id': 'ord-1', 'total_usd': 30.0, 'status': 'delivered', 'asked_by': 'carol'}",
+        "ToolError: no order ord-9",
+    ]

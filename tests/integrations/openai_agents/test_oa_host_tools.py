@@ -3,6 +3,7 @@ model, a real kernel, the test MCP server; approvals are the SDK's own interrupt
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from agents import Agent, RunContextWrapper, RunState, ToolApprovalItem, functio
 from agents.testing import ScriptedModel
 from oa_kit import call_summary, output_text, run_to_end, scripted, tool_outputs
 
+from example_runner import run_example
 from ipybox_core import CodeExecutor, ConfigError
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.openai_agents import CodeActionTool
@@ -188,4 +190,17 @@ async def test_a_needs_approval_callable_decides_per_call_over_sessions(tmp_path
         "500",
         "refunded",
         "7",
+    ]
+
+
+async def test_the_example_runs_offline() -> None:
+    done = await asyncio.to_thread(run_example, "openai_agents_own_tools.py", "--offline", "--yes")
+    out = done.stdout
+    assert out.splitlines() == [
+        "approve agent_tools.refund(order_id='ord-1', amount_usd=30)? [y/N] y (auto)",
+        "approve agent_tools.refund(order_id='ord-3', amount_usd=8.5)? [y/N] y (auto)",
+        "refunded 30.00 USD for ord-1 (27.60 EUR)",
+        "refunded 8.50 USD for ord-3 (7.82 EUR)",
+        "skipped: order_status failed: no order ord-9",
+        "Done.",
     ]
