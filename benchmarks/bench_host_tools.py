@@ -1,0 +1,127 @@
+"""Host tool benchmark: the per-call cost of an application function called from kernel code.
+
+Run: ``.venv/bin/python benchmarks/bench_host_tools.py [--calls 300] [--rounds 5]``. Every figure
+is measured in this run, the variants interleaved round by round so machine noise hits all alike.
+
+The same ``add(a, b)`` is called ``--calls`` times per round, four ways:
+
+==================  ===========================================================================
+variant             what is timed
+==================  ===========================================================================
+host from code      ``from agent_tools import add`` in the kernel: generated function → runtime
+                    → tool server → approval gate (policy "never") → the host tool's function
+direct function     the same async function awaited in the application (no ipybox)
+MCP from code       ``from mcptools.bench import add``: the same path, but to the stdio test
+                    MCP server through the executor's MCP connection
+MCP registry call   ``McpRegistry.call`` on the same kind of server from the application
+==================  ===========================================================================
+
+ipybox's overhead of a host call is *host from code - direct function*, that of an MCP call *MCP
+from code - MCP registry call*. Goal (issue 24): the host overhead is within +0.5 ms of the MCP
+overhead. The ratio *host from code / MCP from code* is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+
+from ipybox_core import CodeExecutor
+from ipybox_core.hosttools import HostCall, HostTool
+from ipybox_core.mcp import McpRegistry
+from servers import PYTHON, SERVE_SCRIPT
+
+#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
+TINY_ARGS = ["--calls", "2", "--rounds", "1"]
+
+SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
+ADD_ARGS = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+}
+KERNEL_LOOP = """\
+import time
+from {module} import add
+add(a=0, b=0)
+_t = time.perf_counter()
+for _i in range({calls}):
+    add(a=_i, b=1)
+print((time.perf_counter() - _t) / {calls})
+"""
+
+
+async def add(call: HostCall) -> int:
+    return int(call.arguments["a"]) + int(call.arguments["b"])
+
+
+async def _timed(calls: int, call: Callable[[int], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    for i in range(calls):
+        await call(i)
+    return (time.perf_counter() - start) / calls
+
+
+async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {"host": [], "direct": [], "mcp": [], "registry": []}
+    tool = HostTool("add", add, "Add two integers.", ADD_ARGS, {"type": "integer"})
+    with tempfile.TemporaryDirectory() as ws:
+        async with (
+            CodeExecutor(workspace=ws, approval="never", host_tools=[tool]) as ex,
+            McpRegistry() as registry,
+        ):
+            await ex.register_mcp_server("bench", SERVER)
+            await registry.add("bench", SERVER)
+            for _ in range(10):
+                await registry.call("bench", "add", {"a": 0, "b": 0})
+            for _ in range(rounds):
+                for name, module in (("host", "agent_tools"), ("mcp", "mcptools.bench")):
+                    result = await ex.execute(KERNEL_LOOP.format(module=module, calls=calls))
+                    assert result.error is None, result.error
+                    samples[name].append(float(result.text.strip()))
+                samples["direct"].append(
+                    await _timed(calls, lambda i: add(HostCall("add", {"a": i, "b": 1})))
+                )
+                samples["registry"].append(
+                    await _timed(calls, lambda i: registry.call("bench", "add", {"a": i, "b": 1}))
+                )
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--calls", type=int, default=300, help="calls per variant and round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (variants interleaved)")
+    args = parser.parse_args()
+    samples = asyncio.run(measure(args.calls, args.rounds))
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"{args.calls} calls x {args.rounds} rounds, medians per call:")
+    labels = {
+        "host": "host tool from code",
+        "direct": "direct function call",
+        "mcp": "MCP tool from code",
+        "registry": "MCP registry call",
+    }
+    for name, label in labels.items():
+        low, high = min(samples[name]) * 1e3, max(samples[name]) * 1e3
+        print(f"  {label:22} {median[name] * 1e3:8.3f} ms  (rounds {low:.3f}-{high:.3f})")
+    host_overhead = median["host"] - median["direct"]
+    mcp_overhead = median["mcp"] - median["registry"]
+    print(f"ipybox overhead: host call {host_overhead * 1e3:.3f} ms, MCP call {mcp_overhead * 1e3:.3f} ms")
+    print(f"host - MCP overhead: {(host_overhead - mcp_overhead) * 1e3:+.3f} ms (goal: <= +0.5 ms)")
+    print(f"ratio host from code / MCP from code: {median['host'] / median['mcp']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
