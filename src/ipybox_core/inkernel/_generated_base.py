@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SerializationInfo,
     Strict,
     TypeAdapter,
     ValidationError,
@@ -151,9 +152,10 @@ unique_items = AfterValidator(_check_unique)
 # --- JSON types: what the schema allows, sent as the schema says ------------------------------------
 
 
-def _json_number(value: Any) -> Any:
-    """An integral float as a JSON integer (``3.0`` is sent as ``3``)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+def _json_number(value: Any, info: SerializationInfo) -> Any:
+    """In arguments, an integral float as a JSON integer (``3.0`` is sent as ``3``); a result
+    prints as the server sent it."""
+    if info.context == ARGUMENTS and isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
     return value
 
@@ -379,7 +381,9 @@ def tool(
             validated = args_model.model_validate(kwargs, context=ARGUMENTS)
             if always:
                 validated.__pydantic_fields_set__.update(always)
-            arguments = validated.model_dump(by_alias=True, exclude_unset=True, mode="json", warnings=False)
+            arguments = validated.model_dump(
+                by_alias=True, exclude_unset=True, mode="json", warnings=False, context=ARGUMENTS
+            )
             response = runtime.call_tool(server, name, arguments)
             if not structured:
                 return runtime.result_text(response)
