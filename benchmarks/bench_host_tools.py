@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -49,14 +50,19 @@ ADD_ARGS = {
     "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
     "required": ["a", "b"],
 }
-KERNEL_LOOP = """\
-import time
-from {module} import add
-add(a=0, b=0)
-_t = time.perf_counter()
-for _i in range({calls}):
-    add(a=_i, b=1)
-print((time.perf_counter() - _t) / {calls})
+KERNEL_ROUND = """\
+import json, time
+from agent_tools import add as _host_add
+from mcptools.bench import add as _mcp_add
+
+def _per_call(function, calls={calls}):
+    function(a=0, b=0)
+    started = time.perf_counter()
+    for i in range(calls):
+        function(a=i, b=1)
+    return (time.perf_counter() - started) / calls
+
+print(json.dumps({{"host": _per_call(_host_add), "mcp": _per_call(_mcp_add)}}))
 """
 
 
@@ -84,10 +90,10 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
             for _ in range(10):
                 await registry.call("bench", "add", {"a": 0, "b": 0})
             for _ in range(rounds):
-                for name, module in (("host", "agent_tools"), ("mcp", "mcptools.bench")):
-                    result = await ex.execute(KERNEL_LOOP.format(module=module, calls=calls))
-                    assert result.error is None, result.error
-                    samples[name].append(float(result.text.strip()))
+                result = await ex.execute(KERNEL_ROUND.format(calls=calls))
+                assert result.error is None, result.error
+                for name, seconds in json.loads(result.text).items():
+                    samples[name].append(seconds)
                 samples["direct"].append(
                     await _timed(calls, lambda i: add(HostCall("add", {"a": i, "b": 1})))
                 )
