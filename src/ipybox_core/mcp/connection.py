@@ -274,6 +274,8 @@ class McpConnection:
             return ""
         leaves = _leaves(failure)
         if any(isinstance(leaf, FileNotFoundError) for leaf in leaves):
+            if Path(self.config.command).is_absolute():
+                return f" (there is no executable file {self.config.command!r}: check the path)"
             return (
                 " (the command is not on the application's PATH: use an absolute path, "
                 "sys.executable for Python servers)"
