@@ -50,16 +50,24 @@ class Service:
         return self.process.wait()
 
 
-def start_service(workspace: Path, *args: str, timeout: float = 60.0) -> Service:
-    """``ipybox serve`` on a free loopback port with the test MCP server and a fixed token."""
+def serve_command(workspace: Path, *args: str, servers: dict[str, object] | None = None) -> list[str]:
+    """``ipybox serve`` on a free loopback port with the test MCP server (and ``servers``)."""
     workspace.mkdir(parents=True, exist_ok=True)
     config = workspace.parent / f"{workspace.name}-mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"test": TEST_SERVER}}))
-    log = workspace.parent / f"{workspace.name}-{time.monotonic_ns()}.log"
+    config.write_text(json.dumps({"mcpServers": {"test": TEST_SERVER, **(servers or {})}}))
     command = [sys.executable, "-m", "ipybox_core.cli", "serve", "--workspace", str(workspace)]
+    return [*command, "--config", str(config), "--port", "0", *args]
+
+
+def start_service(
+    workspace: Path, *args: str, timeout: float = 60.0, servers: dict[str, object] | None = None
+) -> Service:
+    """``ipybox serve`` on a free loopback port with the test MCP server and a fixed token."""
+    command = serve_command(workspace, *args, servers=servers)
+    log = workspace.parent / f"{workspace.name}-{time.monotonic_ns()}.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
-            [*command, "--config", str(config), "--port", "0", *args],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,

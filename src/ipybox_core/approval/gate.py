@@ -12,6 +12,9 @@ from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest
 ApprovalListener = Callable[[ApprovalRequest], None]
 """Receives requests the application must decide (the running execution's event stream)."""
 
+NO_LISTENER = "no-listener"
+"""``decided_by`` of a request nobody could be asked about (no running execution, a client that
+cannot ask its user)."""
 NO_LISTENER_REASON = "no execution is active to approve this call (it was made outside of a running cell)"
 
 MAX_PENDING_APPROVALS = 16
@@ -74,7 +77,7 @@ class ApprovalGate:
         if decision is not None:
             request.resolve(decision)
         elif self._listener is None:
-            decision = ApprovalDecision(approved=False, decided_by="no-listener", reason=NO_LISTENER_REASON)
+            decision = ApprovalDecision(approved=False, decided_by=NO_LISTENER, reason=NO_LISTENER_REASON)
             request.resolve(decision)
         elif self._waiting >= self.max_pending:
             decision = ApprovalDecision(False, LIMIT_DECIDER, _too_many(self.max_pending))

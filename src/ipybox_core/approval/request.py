@@ -15,6 +15,18 @@ from ipybox_core.mcp.types import ToolAnnotations
 
 ApprovalKind = Literal["mcp", "shell"]
 
+USER = "user"
+"""``decided_by`` of an answer from the application with no name of its own (a person, as far as
+ipybox knows); ipybox's service names its clients instead: ``client:<name>``."""
+TIMEOUT = "timeout"
+"""``decided_by`` of a request nobody answered in time (the approval timeout, or a parked execution
+abandoned by its timer)."""
+SHUTDOWN = "shutdown"
+"""``decided_by`` of a request still waiting when the service (or its executor) shut down."""
+CONVERSATION_MOVED_ON = "moved-on"
+"""``decided_by`` of a request dropped because its conversation went on without it (a new turn,
+``cancel_waiting``, a reset, the end of the session)."""
+
 
 @dataclass(frozen=True)
 class ApprovalDecision:
@@ -124,13 +136,15 @@ class ApprovalRequest:
             return self._future.result()
         return None
 
-    async def accept(self, *, arguments: dict[str, Any] | None = None) -> None:
-        """Let the call through, optionally with edited ``arguments``."""
-        self.resolve(ApprovalDecision(approved=True, decided_by="user", arguments=arguments))
+    async def accept(self, *, arguments: dict[str, Any] | None = None, decided_by: str = USER) -> None:
+        """Let the call through, optionally with edited ``arguments``; ``decided_by`` goes to the
+        audit log."""
+        self.resolve(ApprovalDecision(approved=True, decided_by=decided_by, arguments=arguments))
 
-    async def reject(self, reason: str = "rejected by the application") -> None:
-        """Refuse the call; the code sees ``PermissionError`` carrying ``reason``."""
-        self.resolve(ApprovalDecision(approved=False, decided_by="user", reason=reason))
+    async def reject(self, reason: str = "rejected by the application", *, decided_by: str = USER) -> None:
+        """Refuse the call; the code sees ``PermissionError`` carrying ``reason``; ``decided_by``
+        goes to the audit log."""
+        self.resolve(ApprovalDecision(approved=False, decided_by=decided_by, reason=reason))
 
     def resolve(self, decision: ApprovalDecision) -> None:
         """Decide the request (synchronous form of :meth:`accept`/:meth:`reject`)."""
@@ -167,7 +181,7 @@ class ApprovalRequest:
             self._future.set_result(
                 ApprovalDecision(
                     approved=False,
-                    decided_by="timeout",
+                    decided_by=TIMEOUT,
                     reason=f"approval timed out after {timeout:g} s without a decision",
                 )
             )

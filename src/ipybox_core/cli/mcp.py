@@ -104,6 +104,20 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
         help="run the kernels on this Jupyter Kernel / Enterprise Gateway (token: IPYBOX_GATEWAY_TOKEN)",
     )
     parser.add_argument(
+        "--approval-rules",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="decide MCP calls by rules instead of asking for each: a TOML or JSON file with allow, "
+        'deny (globs over "server.tool"), allow_read_only and default (ask|allow|deny); see '
+        "docs/approvals.md",
+    )
+    parser.add_argument(
+        "--require-servers",
+        action="store_true",
+        help="exit (code 3) when an MCP server of --config cannot start, instead of serving without it",
+    )
+    parser.add_argument(
         "--audit-log",
         type=Path,
         default=None,
@@ -148,10 +162,12 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from ipybox_core.approval.rules_file import load_rules
     from ipybox_core.mcp_server.service import IpyboxService
     from ipybox_core.mcp_server.settings import GATEWAY_TOKEN_ENV, McpServerSettings
 
     check_paths(args)
+    rules = load_rules(args.approval_rules) if args.approval_rules is not None else None
     settings = McpServerSettings(
         workspace=args.workspace,
         api_dir=args.api_dir,
@@ -168,6 +184,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         idle_timeout=args.idle_timeout,
         warm_sessions=args.warm_sessions,
         audit_log=args.audit_log,
+        approval_rules=rules,
+        require_servers=args.require_servers,
         kernel_gateway=args.kernel_gateway,
         gateway_token=os.environ.get(GATEWAY_TOKEN_ENV),
     )

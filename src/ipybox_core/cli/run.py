@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from ipybox_core.cli._options import add_executor_options, check_paths, positive
 from ipybox_core.cli._prompt import TerminalApprover
 
 if TYPE_CHECKING:
+    from ipybox_core.errors import CodeError
     from ipybox_core.executor import CodeExecutor
 
 DESCRIPTION = """\
@@ -131,9 +133,30 @@ async def _execute(
                     output.line(event.text)
             elif isinstance(event, ExecutionResult) and event.error is not None:
                 output.flush()
+                missing = _unregistered_server(event.error, set(executor.servers))
+                if missing is not None:
+                    raise UsageError(missing)
                 output.line(event.error.traceback or str(event.error), stream="stderr")
                 return EXIT_CODE_ERROR
     return EXIT_OK
+
+
+_NO_MODULE = re.compile(r"No module named '(mcptools(?:\.(\w+))?)[.']")
+
+
+def _unregistered_server(error: CodeError, registered: set[str]) -> str | None:
+    """The one line for code that imports the API of a server ``--config`` did not register."""
+    match = _NO_MODULE.match(error.evalue) if error.ename == "ModuleNotFoundError" else None
+    if match is None or match.group(2) in registered:
+        return None
+    module, name = match.group(1), match.group(2)
+    if not registered or name is None:
+        return (
+            f"the code imports {module}, but no MCP server is registered: pass --config FILE "
+            '(an {"mcpServers": {...}} file) with the servers the code uses'
+        )
+    known = ", ".join(sorted(registered))
+    return f"the code imports {module}, but --config registers no MCP server {name!r} (registered: {known})"
 
 
 def _image_note(png: bytes, number: int, folder: Path | None) -> str:

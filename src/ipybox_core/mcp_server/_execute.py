@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -13,15 +15,24 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ApprovalError, ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN, USER
+from ipybox_core.errors import (
+    ApprovalError,
+    CodeError,
+    ExecutionCancelled,
+    ExecutionTimeout,
+    ExecutorBusy,
+    KernelDied,
+)
 from ipybox_core.mcp_server._output import OutputRelay
+from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
 from ipybox_core.mcp_server.approvals import Approver, answer_of, apply_answer
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedCall
 from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
-    from ipybox_core.executor import Execution
+    from ipybox_core.executor import Execution, ExecutionResult
 
 BUSY_MESSAGE = protocol.BUSY_MESSAGE
 GONE_MESSAGE = protocol.GONE_MESSAGE
@@ -38,7 +49,7 @@ class Caller:
 
     @property
     def decided_by(self) -> str:
-        return f"client:{self.client}" if self.client else "user"
+        return f"client:{self.client}" if self.client else USER
 
 
 class Decisions:
@@ -121,7 +132,9 @@ async def resume(
     answer = answer_of(responses.get(parked.key))
     assert parked.request is not None  # parked only at an approval request
     if answer.cancel:
-        await parked.execution.cancel(answer.reason or "cancelled by the client")
+        await cancel_execution(
+            parked.execution, answer.reason or "cancelled by the client", caller.decided_by
+        )
     else:
         await apply_answer(parked.request, answer, decided_by=caller.decided_by)
     return await drive(service, approver, ctx, parked.execution, parked.context)
@@ -144,6 +157,7 @@ async def drive(
             if isinstance(event, OutputChunk):
                 await relay.send(event)
             elif isinstance(event, ExecutionResult):
+                event = _explain_missing_server(service, call.session, event)
                 return await relay.finish(execution_result(event, max_chars=call.max_chars))
             elif isinstance(event, ApprovalRequest):
                 channel = approver.channel(ctx)
@@ -157,8 +171,28 @@ async def drive(
     except BaseException:
         # The request was cancelled or the connection lost: do not leave the code running.
         relay.close()
-        await asyncio.shield(execution.cancel("the MCP request was cancelled"))
+        decider = SHUTDOWN if service.closing else CONVERSATION_MOVED_ON
+        await asyncio.shield(cancel_execution(execution, "the MCP request was cancelled", decider))
         raise
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _explain_missing_server(
+    service: IpyboxService, session: str | None, result: ExecutionResult
+) -> ExecutionResult:
+    """``ModuleNotFoundError`` for the API of a config server that failed to start: the error says
+    that the server is not available, and why."""
+    error = result.error
+    if error is None or error.ename != "ModuleNotFoundError":
+        return result
+    match = _NO_MODULE.search(error.evalue)
+    message = service.unavailable_message(session, match.group(1)) if match else None
+    if message is None:
+        return result
+    explained = CodeError(error.ename, message, f"{error.traceback.rstrip()}\n\n{message}")
+    return dataclasses.replace(result, error=explained)
 
 
 def _parked_call(service: IpyboxService, caller: Caller) -> SuspendedExecution[ParkedCall] | None:

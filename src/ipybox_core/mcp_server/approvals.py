@@ -30,6 +30,8 @@ from mcp_types.version import is_version_at_least
 from pydantic import BaseModel
 
 from ipybox_core.approval import ApprovalDecision, ApprovalRequest
+from ipybox_core.approval.gate import NO_LISTENER
+from ipybox_core.approval.request import USER
 
 INPUT_REQUIRED_VERSION = "2026-07-28"
 """First protocol version whose tool calls carry elicitations in an ``InputRequiredResult``."""
@@ -69,7 +71,7 @@ class Approver:
         if channel == "auto":
             await request.accept()
         elif channel == "unavailable":
-            await request.reject(NO_ELICITATION_MESSAGE)
+            await request.reject(NO_ELICITATION_MESSAGE, decided_by=NO_LISTENER)
         else:
             await self.ask_inline(request, ctx)
 
@@ -94,7 +96,7 @@ class Approver:
             answer = asking.result()
         except Exception as exc:  # the client failed to answer: never run the call unapproved
             if request.pending:
-                await request.reject(f"the approval request failed: {exc}")
+                await request.reject(f"the approval request failed: {exc}", decided_by=NO_LISTENER)
             return
         await apply_answer(request, Answer(answer.action))
 
@@ -139,7 +141,7 @@ def answer_of(response: object) -> Answer:
     )
 
 
-async def apply_answer(request: ApprovalRequest, answer: Answer, *, decided_by: str = "user") -> None:
+async def apply_answer(request: ApprovalRequest, answer: Answer, *, decided_by: str = USER) -> None:
     """Accept on ``"accept"``; reject on anything else (decline, cancel, no answer)."""
     if not request.pending:
         return  # decided meanwhile (e.g. the approval timed out)

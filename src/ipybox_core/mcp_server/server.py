@@ -29,8 +29,9 @@ from ipybox_core.mcp_server._results import error_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
 from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
 from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, HostCheck, allowed_hosts, resolve_token
+from ipybox_core.mcp_server.health import HealthEndpoints
 from ipybox_core.mcp_server.packages import install_requirements
-from ipybox_core.mcp_server.service import DEFAULT_SESSION, ClientSession, IpyboxService
+from ipybox_core.mcp_server.service import DEFAULT_SESSION, ClientSession, IpyboxService, first_line
 from ipybox_core.suspended import MOVED_ON
 
 SERVER_NAME = "ipybox"
@@ -161,14 +162,23 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             source = await service.reference_source(session_key(ctx))
         except IpyboxError as exc:
             raise ToolError(str(exc)) from None
+        down = {
+            name: f"MCP server {name!r} is not available: {first_line(error)}"
+            for name, error in service.failures().items()
+            if name not in source.servers
+        }
+        notes = [f"# {message}" for message in down.values()]
         unknown = sorted(set(servers or []) - set(source.servers))
+        if unknown and set(unknown) <= set(down):
+            raise ToolError("\n".join(down[name] for name in unknown))
         if unknown:
             raise ToolError(
                 f"unknown servers: {', '.join(unknown)} (registered: {', '.join(source.servers)})"
             )
         if not source.servers:
-            return "No MCP servers are registered yet: use register_mcp_server."
-        return source.api_reference(servers, max_chars=max_chars)
+            return "\n".join([*notes, "No MCP servers are registered yet: use register_mcp_server."])
+        reference = source.api_reference(servers, max_chars=max_chars)
+        return "\n".join([*notes, reference]) if notes and servers is None else reference
 
     @server.tool(annotations=ToolAnnotations(open_world_hint=True))
     async def install_package(
@@ -352,6 +362,8 @@ async def serve(
     server = build_server(service)
     if transport == "stdio":
         async with service:
+            if service.settings.require_servers:  # before the handshake: a failure ends the process
+                await service.require_servers()
             serving = asyncio.create_task(run_stdio(server))
 
             def stop() -> None:
@@ -365,11 +377,13 @@ async def serve(
     with _listen(host, port) as sock:  # before the kernel starts: a busy port fails at once
         (on_token or _stderr)(token_message(token, generated=generated))
         bound_host, bound_port = sock.getsockname()[:2]
-        if on_listening is not None:
-            shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
-            on_listening(f"{scheme}://{shown}:{bound_port}/mcp")
         service.start(default_session=False)
         async with service:
+            if service.settings.require_servers:  # a config server that cannot start: no service
+                await service.require_servers()
+            if on_listening is not None:
+                shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
+                on_listening(f"{scheme}://{shown}:{bound_port}/mcp")
             app = http_app(server, service, host=bound_host, port=bound_port, token=token, scheme=scheme)
             await _serve_http(app, sock, tls)
 
@@ -395,7 +409,8 @@ def http_app(
     scheme: str = "http",
 ) -> ASGIApp:
     """The Streamable HTTP app: bearer authentication in front of the MCP endpoint, and each MCP
-    session's kernel closed when the client ends the session.
+    session's kernel closed when the client ends the session. ``GET /healthz`` and ``/readyz``
+    (:mod:`.health`) answer without the token.
 
     Without a token (``--no-auth``) there is DNS-rebinding protection instead, on every address:
     a request must name this server in ``Host`` (``host``, the address it is bound to, with
@@ -405,12 +420,13 @@ def http_app(
         ConfigError: no ``token`` and no ``port`` (the check needs the port the server listens on).
     """
     if token is not None:
-        return BearerAuth(_EndSessions(server.streamable_http_app(host=host), service), token)
+        authenticated = BearerAuth(_EndSessions(server.streamable_http_app(host=host), service), token)
+        return HealthEndpoints(authenticated, service)  # a probe sends no token
     if port is None:
         raise ConfigError("http_app without a token needs the port it is served on (for the Host check)")
     allowed = allowed_hosts(host, port, scheme=scheme)
     mcp_app = server.streamable_http_app(host=host, transport_security=allowed.transport_security())
-    return HostCheck(_EndSessions(mcp_app, service), allowed)
+    return HostCheck(HealthEndpoints(_EndSessions(mcp_app, service), service), allowed)
 
 
 class _EndSessions:

@@ -29,12 +29,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ipybox_core._safe_fs import SafeDir, anchored
+from ipybox_core.approval.request import SHUTDOWN
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.mcp_server._parked import ParkedExecutions
 from ipybox_core.mcp_server.environment import Environment, load_environment
+from ipybox_core.mcp_server.health import Readiness
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
-from ipybox_core.suspended import SuspendedExecution, SuspendedExecutions
+from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:
     from ipybox_core.codegen import GeneratedPackage
@@ -55,6 +58,10 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK 
 
 class ExecutorUnavailable(IpyboxError):
     """The kernel (or the sandbox around it) could not be started."""
+
+
+class ServerStartFailed(IpyboxError):
+    """A config MCP server could not start while the service requires every one (``--require-servers``)."""
 
 
 class TooManySessions(IpyboxError):
@@ -144,7 +151,7 @@ class IpyboxService:
         self.sandbox = resolve_sandbox(settings.sandbox)  # a bad policy file fails here, at once
         # Executions waiting between the rounds of an InputRequiredResult exchange, by request
         # state, with the session that started them and the call's output limit.
-        self.parked: SuspendedExecutions[ParkedCall] = SuspendedExecutions(
+        self.parked: ParkedExecutions[ParkedCall] = ParkedExecutions(
             abandon_after=settings.approval_timeout + 60.0,
             abandon_reason="nobody answered the approval request in time",
         )
@@ -190,8 +197,69 @@ class IpyboxService:
         return self._default.startup_failures
 
     @property
+    def closing(self) -> bool:
+        """True once :meth:`close` began."""
+        return self._closing
+
+    @property
     def ready(self) -> bool:
         return self._default.ready.is_set()
+
+    def readiness(self) -> Readiness:
+        """Whether the service can take conversations (``GET /readyz``): its kernels' pool (over
+        Streamable HTTP; the default kernel over stdio) has started and every config MCP server is
+        connected."""
+        if self._closing:
+            return Readiness(False, "shutting down")
+        failed = {name: first_line(error) for name, error in self.failures().items()}
+        if self._pooled:
+            task = self._pool_task
+            if self._pool is None and task is not None and task.done() and not task.cancelled():
+                error = task.exception()
+                if error is not None:
+                    return Readiness(False, f"the kernels could not start: {first_line(str(error))}")
+            started = self._pool is not None
+        else:
+            started = self.ready and self._default.error is None
+        if failed:
+            names = ", ".join(repr(name) for name in failed)
+            return Readiness(False, f"MCP servers from the config file failed to start: {names}", failed)
+        return Readiness(True) if started else Readiness(False, "starting")
+
+    def failures(self) -> dict[str, str]:
+        """The config MCP servers that failed to start, with the error (the keyed sessions' over
+        Streamable HTTP, the default session's over stdio)."""
+        return dict(self._pool_failures) if self._pooled else dict(self._default.startup_failures)
+
+    async def require_servers(self) -> None:
+        """Wait until the config MCP servers are connected (and the kernels started).
+
+        Raises:
+            ServerStartFailed: a config MCP server could not start (its name and the cause, on
+                one line).
+            ExecutorUnavailable: the kernel could not be started.
+        """
+        if self._pooled:
+            await self._started_pool()
+        else:
+            await self.session(None)
+        for name, error in self.failures().items():
+            raise ServerStartFailed(
+                f"MCP server {name!r} from the config file failed to start: {first_line(error)}"
+            )
+
+    def unavailable_message(self, key: str | None, module: str) -> str | None:
+        """The model's words for ``ModuleNotFoundError: No module named '<module>'`` when ``module``
+        is the API of a config server that failed to start (``None`` otherwise)."""
+        package = self.settings.api_dir.name if self.settings.api_dir is not None else "mcptools"
+        head, _, name = module.partition(".")
+        name = name.partition(".")[0]
+        if head != package or not name:
+            return None
+        error = self.failures().get(name)
+        if error is None:
+            return None
+        return f"MCP server {name!r} is not available: {first_line(error)}"
 
     @property
     def live_sessions(self) -> int:
@@ -282,7 +350,7 @@ class IpyboxService:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
-        await self.parked.cancel_all("the ipybox MCP server is shutting down")
+        await self.parked.cancel_all("the ipybox MCP server is shutting down", decided_by=SHUTDOWN)
         pool, self._pool = self._pool, None
         self._clients.clear()
         await asyncio.gather(
@@ -301,8 +369,9 @@ class IpyboxService:
             "api_package": settings.api_dir.name if settings.api_dir is not None else "mcptools",
             "sandbox": self.sandbox if self.sandbox is not None else False,
             # --yes: the policy lets every call through in the tool server (recorded as "policy"),
-            # with no round through the execution's events: a call costs what approval="never" costs.
-            "approval": "never" if settings.auto_approve else "always",
+            # with no round through the execution's events: a call costs what approval="never" costs;
+            # --approval-rules: what the rules decide never reaches the client either.
+            "approval": "never" if settings.auto_approve else (settings.approval_rules or "always"),
             "approval_timeout": settings.approval_timeout,
             "mcp_env": self.environment.mcp_env,
             "kernel_env": self.environment.kernel_env,
@@ -331,13 +400,13 @@ class IpyboxService:
                     await executor.register_mcp_server(name, config)
                 except IpyboxError as exc:
                     session.startup_failures[name] = str(exc)
-                    self._notify(f"ipybox: MCP server {name!r} from the config file failed to start: {exc}")
+                    self._notify(f"MCP server {name!r} from the config file failed to start: {exc}")
         except asyncio.CancelledError:
             session.error = ExecutorUnavailable("the ipybox MCP server is shutting down")
             raise
         except Exception as exc:
             session.error = exc
-            self._notify(f"ipybox: could not start the kernel: {exc}")
+            self._notify(f"could not start the kernel: {exc}")
         finally:
             session.ready.set()
 
@@ -377,11 +446,11 @@ class IpyboxService:
             except IpyboxError as exc:
                 name = getattr(exc, "server", None)
                 if name not in servers:
-                    self._notify(f"ipybox: could not start the kernels of the client sessions: {exc}")
+                    self._notify(f"could not start the kernels of the client sessions: {exc}")
                     raise
                 failures[name] = str(exc)
                 del servers[name]  # and start again without it (Sessions connects all or nothing)
-                self._notify(f"ipybox: MCP server {name!r} from the config file failed to start: {exc}")
+                self._notify(f"MCP server {name!r} from the config file failed to start: {exc}")
                 continue
             self._pool_failures = failures
             self._pool = pool
@@ -545,5 +614,10 @@ def _remove_tree(directory: Path) -> None:
         parent.remove_tree(directory.name)
 
 
+def first_line(text: str) -> str:
+    """The first non-empty line of an error (a server's error may carry its stderr's last lines)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), text.strip())
+
+
 def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(f"ipybox: warning: {message}", file=sys.stderr, flush=True)

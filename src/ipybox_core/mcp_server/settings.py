@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipybox_core.approval.policy import ApprovalRules
 from ipybox_core.errors import ConfigError
 
 GATEWAY_TOKEN_ENV = "IPYBOX_GATEWAY_TOKEN"
@@ -52,6 +53,11 @@ class McpServerSettings:
     warm_sessions: int = 1
     """Over Streamable HTTP: kernels kept started for the next new client sessions (0: each new
     session starts its kernel on its first call)."""
+    approval_rules: ApprovalRules | None = None
+    """Which MCP calls run without asking, which are refused, which are asked (``--approval-rules``);
+    ``None``: every call is asked (or, with ``auto_approve``, none)."""
+    require_servers: bool = False
+    """Fail at start when a config MCP server cannot start, instead of serving without it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
@@ -66,6 +72,8 @@ class McpServerSettings:
             raise ConfigError(f"warm_sessions must be 0 or more, got {self.warm_sessions}")
         if self.max_sessions < 1:
             raise ConfigError(f"max_sessions must be at least 1, got {self.max_sessions}")
+        if self.auto_approve and self.approval_rules is not None:
+            raise ConfigError("--yes and --approval-rules exclude each other: --yes approves every call")
         if self.output_limit < 100:
             raise ConfigError(f"output_limit must be at least 100 characters, got {self.output_limit}")
 

@@ -43,6 +43,7 @@ class ServiceConnection:
     ) -> None:
         self.url = url
         self.client_name = client_name
+        self._has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         # No read timeout: a round lasts as long as the code runs (the service bounds it).
         http = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(connect_timeout, read=None))
@@ -57,7 +58,7 @@ class ServiceConnection:
         except Exception as error:
             await self._stack.aclose()
             raise ServiceError(
-                f"cannot connect to the ipybox service at {self.url}: {_reason(error)}"
+                f"cannot connect to the ipybox service at {self.url}: {_reason(error, self._has_token)}"
             ) from None
 
     async def close(self) -> None:
@@ -184,11 +185,16 @@ async def _never_inline(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="decline", content={"reason": "this client answers approvals as rounds"})
 
 
-def _reason(error: BaseException) -> str:
+def _reason(error: BaseException, has_token: bool = True) -> str:
     status = getattr(getattr(error, "response", None), "status_code", None)
-    if status == 401:
-        return "the service refused the token (401): pass token= or set IPYBOX_MCP_TOKEN"
     text = str(error) or type(error).__name__
+    if not has_token and (status == 401 or text.startswith("Unauthorized")):
+        return (
+            f"the service requires a token (401) and none was given: {TOKEN_ENV} is unset; pass "
+            f"token= or set {TOKEN_ENV} to the token the service prints at start"
+        )
+    if status == 401:
+        return f"the service refused the token (401): pass token= or set {TOKEN_ENV}"
     if isinstance(error, BaseExceptionGroup):
-        text = "; ".join(_reason(inner) for inner in error.exceptions)
+        text = "; ".join(_reason(inner, has_token) for inner in error.exceptions)
     return text

@@ -115,6 +115,19 @@ async def test_a_wrong_token_is_a_clear_service_error(service: HttpIpybox) -> No
 
 
 @in_module_loop
+async def test_no_token_at_all_says_that_ipybox_mcp_token_is_unset(
+    service: HttpIpybox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("IPYBOX_MCP_TOKEN", raising=False)
+    with pytest.raises(ServiceError) as raised:
+        async with RemoteSessions(service.url, client_name="no-token"):
+            pass
+    assert "the service requires a token (401) and none was given: IPYBOX_MCP_TOKEN is unset" in str(
+        raised.value
+    )
+
+
+@in_module_loop
 async def test_cancelling_a_parked_execution_stops_it_in_the_service(
     service: HttpIpybox, tmp_path: Path
 ) -> None:
