@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ class HostTools:
     def __bool__(self) -> bool:
         return bool(self._tools)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[HostTool]:
         return iter(list(self._tools.values()))
 
     def get(self, name: str) -> HostTool:

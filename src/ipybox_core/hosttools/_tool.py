@@ -62,14 +62,15 @@ class HostTool:
 
     def info(self) -> ToolInfo:
         """The tool as code generation and the approval gate see an MCP tool."""
-        output = self.output_schema
-        if output is None:
+        schema = self.output_schema
+        output = schema
+        if schema is None:
             output = _ANY_RESULT
         elif self.wraps_result:
-            inner = {key: value for key, value in output.items() if key != "$defs"}
+            inner = {key: value for key, value in schema.items() if key != "$defs"}
             output = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
-            if "$defs" in self.output_schema:  # type: ignore[operator]
-                output["$defs"] = self.output_schema["$defs"]  # type: ignore[index]  # refs stay valid
+            if "$defs" in schema:  # at the top, where the "#/$defs/..." references point
+                output["$defs"] = schema["$defs"]
         return ToolInfo(
             name=self.name,
             description=self.description,

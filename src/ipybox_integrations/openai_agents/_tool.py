@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, IpyboxError, ServiceError
 from ipybox_core.executor import ExecutionResult
+from ipybox_core.hosttools import HOST_SERVER
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     DEFAULT_SESSION_KEY,
@@ -259,10 +260,15 @@ class CodeActionTool(FunctionTool):
                 code = item.arguments or ""
             return f"The agent wants to run this code:\n{code}"
         request = self.request_for(item)
+        agent_tool = item.tool_namespace == HOST_SERVER
+        if request is not None and agent_tool:
+            arguments = ", ".join(f"{key}={value!r}" for key, value in request.args.items())
+            return f"The code calls the agent's tool {request.tool}({arguments})"
         if request is not None:
             return approval_description(request)
         if self.owns(item):
-            return f"The code calls MCP tool {item.qualified_name}({item.arguments}) (held elsewhere)"
+            kind = "the agent's tool" if agent_tool else "MCP tool"
+            return f"The code calls {kind} {item.qualified_name}({item.arguments}) (held elsewhere)"
         return f"The agent calls the tool {item.qualified_name}({item.arguments})"
 
     @property
@@ -292,9 +298,6 @@ class CodeActionTool(FunctionTool):
         conversation = self.conversation_of(context)
         await self._sync_agent_tools(context.agent)
         session = await self.conversations.session(conversation)
-        bind = getattr(session.executor, "bind_tool_context", None)
-        if bind is not None:  # the agent tools called by this invocation's code run in this run
-            bind(context)
         notes = self._notes.pop(conversation, [])
         restart = session.take_restart_notice()
         if restart:
@@ -308,6 +311,9 @@ class CodeActionTool(FunctionTool):
         )
         self._waiting.resumed(conversation, invocation.call_id)
         await self._reattach(invocation)  # this or another instance (or process) left it waiting
+        bind = getattr(session.executor, "bind_tool_context", None)
+        if bind is not None and (invocation.execution is not None or not session.executor.busy):
+            bind(context)  # the agent tools this invocation's code calls run in this run
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from example_runner import run_example
 from ipybox_core import ApprovalRequest, ApprovalRules, CodeExecutor, ConfigError
@@ -52,6 +52,10 @@ def order_tools(calls: list[HostCall]) -> list[HostTool]:
         calls.append(call)
         raise ValueError(f"order {call.arguments['order']} is locked")
 
+    async def list_orders(call: HostCall) -> list[Order]:
+        calls.append(call)
+        return [Order(id="A-1", total=1.0, tags=[]), Order(id="A-2", total=2.0, tags=["x"])]
+
     async def hang(call: HostCall) -> None:
         calls.append(call)
         await asyncio.sleep(60)
@@ -64,6 +68,9 @@ def order_tools(calls: list[HostCall]) -> list[HostTool]:
         HostTool("note", note, "Write a note.", ORDER_ARGS, {"type": "string"}),
         HostTool("fail", fail, "Always fails.", ORDER_ARGS),
         HostTool("hang", hang, "Never answers.", timeout=0.5),
+        HostTool(
+            "list_orders", list_orders, "All orders.", output_schema=TypeAdapter(list[Order]).json_schema()
+        ),
     ]
 
 
@@ -77,6 +84,8 @@ async def test_typed_calls_keep_structure_and_get_the_bound_context(tmp_path: Pa
             "print(type(order).__name__, order.id, order.total, order.tags)\n"
             "me = whoami()\nprint(type(me).__name__, me)\n"
             "print(repr(note(order='A-1')))\n"
+            "from agent_tools import list_orders\n"
+            "print([(type(o).__name__, o.id) for o in list_orders()])\n"
         )
         ex.bind_tool_context("dave")
         second = await ex.execute("print(whoami()['user'])")
@@ -85,9 +94,10 @@ async def test_typed_calls_keep_structure_and_get_the_bound_context(tmp_path: Pa
         "Order A-1 12.5 ['new']",
         "dict {'user': 'carol', 'orders': [1, 2]}",
         "'noted A-1'",
+        "[('Order', 'A-1'), ('Order', 'A-2')]",
     ]
     assert second.text.strip() == "dave"
-    assert [c.tool for c in calls] == ["get_order", "whoami", "note", "whoami"]
+    assert [c.tool for c in calls] == ["get_order", "whoami", "note", "list_orders", "whoami"]
     assert calls[0].arguments == {"order": "A-1"}
 
 

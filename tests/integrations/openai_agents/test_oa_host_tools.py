@@ -104,12 +104,16 @@ async def test_a_rejected_agent_tool_call_does_not_run(idle_executor: CodeExecut
     )
     agent = clerk(code, model, clerk_tools(refunded))
 
+    described: list[str] = []
+
     def reject(state: RunState[Any], item: ToolApprovalItem) -> None:
+        described.append(code.describe(item))
         state.reject(item, rejection_message="not today")
 
     _, seen = await run_to_end(agent, decide=reject, context={"user": "carol"})
 
     assert call_summary(seen) == [("agent_tools", "refund", {"order": "B-1"})]
+    assert described == ["The code calls the agent's tool refund(order='B-1')"]
     assert refunded == []
     assert "not today" in output_text(tool_outputs(model)[0])
 
