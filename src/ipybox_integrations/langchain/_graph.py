@@ -12,6 +12,7 @@ asked again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,13 +36,16 @@ from ipybox_integrations._session import (
 )
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
+    TOOL_NAME,
     add_notice,
     apply_decision,
+    decision_schema,
     decisions_for,
     edit_notice,
     hitl_request,
     parse_response,
     response_schema,
+    tool_approval_request,
 )
 from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ToolSettings
@@ -54,6 +58,8 @@ _TASK_ID_KEY = "__pregel_task_id"
 _NAMESPACE_KEY = "checkpoint_ns"
 _RESUME_CHANNEL = "__resume__"
 _INTERRUPT_CHANNEL = "__interrupt__"
+
+_MISSING = object()
 
 LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
 """Told when an answered call finds no execution waiting for it any more."""
@@ -96,8 +102,8 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     settings.waiting.resumed(thread_id, call_id)
     notes = settings.notes.pop((thread_id, call_id), [])
     call: _Call | None = None
-    answered, shown = _answered_before(), _shown_before()
-    if answered or shown is not None:  # a re-entry: the execution waits in its executor
+    answered, shown = _answered_before(), _own(_shown_before())
+    if shown is not None:  # a re-entry: the execution waits in its executor
         found = await _reattach(settings, thread_id, call_id, shown, runtime.stream_writer)
         if isinstance(found, ExecutionResult):
             return await noted(notes, _result_of(found))  # it finished meanwhile
@@ -138,13 +144,17 @@ async def _drive(settings: ToolSettings, call: _Call, told: list[str]) -> Conten
 async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) -> None:
     """Put ``request`` to the human (ends the graph run) or, on re-entry, apply the answer given."""
     allowed = decisions_for(request, settings.allowed_decisions)
+    per_call = settings.interrupt_mode == "per_call"
     index = call.answered
     withhold_consumed_answer()
     try:
-        value = interrupt(
-            hitl_request(request, settings.allowed_decisions, settings.describe),
-            response_schema=response_schema(request.name, allowed),
-        )
+        if per_call:  # HumanInTheLoopMiddleware(interrupt_mode="per_call")'s shape
+            question: object = tool_approval_request(request, call.call_id, settings.describe)
+            schema = decision_schema(request.name, allowed)
+        else:
+            question = hitl_request(request, settings.allowed_decisions, settings.describe)
+            schema = response_schema(request.name, allowed)
+        value = interrupt(question, response_schema=schema)
     except GraphInterrupt:
         # The execution waits in its executor; this tool remembers that it left it there.
         settings.waiting.left(call.thread_id, call.call_id)
@@ -156,7 +166,8 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
         # A value for a question never shown: a consumed resume LangGraph delivered again (it does so
         # after mixing plain and id-keyed resumes, langgraph#8837). Ignore it and ask again.
         return
-    await apply_decision(request, parse_response(value, request, settings.allowed_decisions))
+    decision = parse_response(value, request, settings.allowed_decisions, per_call=per_call)
+    await apply_decision(request, decision)
     add_notice(call.edits, edit_notice(value))
     call.request = None
 
@@ -214,14 +225,26 @@ async def _reattach(
 
 
 def _asks_about(shown: object, request: ApprovalRequest, settings: ToolSettings) -> bool:
-    """True when ``shown`` (an interrupt value) is the ``HITLRequest`` for ``request``."""
-    if not isinstance(shown, Mapping):
-        return False
-    actions = shown.get("action_requests")
+    """True when ``shown`` (an interrupt value) asked about ``request`` (its name and arguments)."""
+    return _action_of(shown) == (request.name, dict(request.args))
+
+
+def _action_of(value: object) -> tuple[object, object] | None:
+    """The one action an interrupt value asks about (a ``HITLRequest``'s or a ``ToolApprovalRequest``'s)."""
+    if not isinstance(value, Mapping):
+        return None
+    if value.get("type") == "tool_approval":
+        return value.get("name"), value.get("args")
+    actions = value.get("action_requests")
     if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], Mapping):
-        return False
-    expected = hitl_request(request, settings.allowed_decisions, settings.describe)["action_requests"][0]
-    return actions[0].get("name") == expected["name"] and actions[0].get("args") == expected["args"]
+        return None
+    return actions[0].get("name"), actions[0].get("args")
+
+
+def _own(shown: Interrupt | None) -> Interrupt | None:
+    """``shown`` if this tool asked it about a held call (not a HITL ``per_call`` gate on the tool itself)."""
+    action = _action_of(shown.value) if shown is not None else None
+    return shown if action is not None and action[0] != TOOL_NAME else None
 
 
 def _current_call_ids(runtime: ToolRuntime) -> set[str] | None:
@@ -316,17 +339,31 @@ def _answers_when_asked(shown: Interrupt | None) -> int:
 
     LangGraph derives an interrupt's id from the task's namespace and the answers the task had
     (``langgraph.types._interrupt_id``), so the id tells the index of ``shown`` exactly (the stored
-    answers can also hold an id-keyed answer given for ``shown`` in this run); the answers before
-    this call's first own one (a HITL ``per_call`` gate on ``execute_code``) are not its own.
+    answers can also hold an id-keyed answer given for ``shown`` in this run); the interrupts the
+    task raised before this call's body ran (a HITL ``per_call`` gate on ``execute_code``) are
+    not its own.
     """
     scratchpad = get_config().get("configurable", {}).get(_SCRATCHPAD_KEY)
     answers = list(getattr(scratchpad, "resume", None) or [])
     index = _index_of(shown, len(answers))
     if index is None:
         index = len(_stored_answers())
-    before = answers[:index]
-    first_own = next((at for at, value in enumerate(before) if _is_own_answer(value)), len(before))
-    return index - first_own
+    others = _interrupts_before()
+    if others is None:  # the answers before this call's first own one are another's
+        before = answers[:index]
+        others = next((at for at, value in enumerate(before) if _is_own_answer(value)), len(before))
+    return index - others
+
+
+def _interrupts_before() -> int | None:
+    """How many interrupts this task raised before this tool call's body ran (a HITL ``per_call``
+    gate on ``execute_code``): the next value of LangGraph's interrupt counter; ``None`` if unknown."""
+    scratchpad = get_config().get("configurable", {}).get(_SCRATCHPAD_KEY)
+    counter = getattr(getattr(scratchpad, "interrupt_counter", None), "_counter", _MISSING)
+    if counter is None:  # not called yet in this run
+        return 0
+    found = re.fullmatch(r"count\((\d+)\)", repr(getattr(counter, "__self__", None)))
+    return int(found.group(1)) if found else None
 
 
 def _index_of(shown: Interrupt | None, most: int) -> int | None:
@@ -338,8 +375,8 @@ def _index_of(shown: Interrupt | None, most: int) -> int | None:
 
 
 def _is_own_answer(value: object) -> bool:
-    """True for a ``HITLResponse``-shaped answer (what this tool's questions are answered with)."""
-    return isinstance(value, Mapping) and "decisions" in value
+    """True for an answer shaped like this tool's (a ``HITLResponse``, or one ``per_call`` decision)."""
+    return isinstance(value, Mapping) and ("decisions" in value or "type" in value)
 
 
 def _answered_before() -> bool:

@@ -21,6 +21,7 @@ from langchain.agents.middleware.human_in_the_loop import (
     HITLRequest,
     RejectDecision,
     ReviewConfig,
+    ToolApprovalRequest,
 )
 from pydantic import Discriminator, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
@@ -28,6 +29,13 @@ from typing_extensions import TypedDict
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, ConfigError
 from ipybox_integrations._session import approval_description
+
+TOOL_NAME = "execute_code"
+
+InterruptMode = Literal["batched", "per_call"]
+"""How held calls are asked, as in ``HumanInTheLoopMiddleware``: ``batched`` (a ``HITLRequest``,
+answered with a ``HITLResponse``) or ``per_call`` (a ``ToolApprovalRequest``, answered with one
+decision, keyed by interrupt id or plain)."""
 
 DecisionName = Literal["approve", "edit", "reject"]
 """The decisions ipybox can carry out (``respond`` cannot: an MCP call has no stand-in result)."""
@@ -60,6 +68,13 @@ def check_decisions(allowed: Sequence[str]) -> tuple[DecisionName, ...]:
     return tuple(cast("DecisionName", name) for name in dict.fromkeys(allowed))
 
 
+def check_mode(mode: str) -> InterruptMode:
+    """Validate ``interrupt_mode``: ``batched`` or ``per_call``."""
+    if mode not in ("batched", "per_call"):
+        raise ConfigError(f"interrupt_mode must be 'batched' or 'per_call', not {mode!r}")
+    return cast("InterruptMode", mode)
+
+
 def decisions_for(request: ApprovalRequest, allowed: tuple[DecisionName, ...]) -> tuple[DecisionName, ...]:
     """The decisions offered for ``request``: editing a shell command is not supported."""
     if request.kind == "shell":
@@ -80,18 +95,27 @@ def hitl_request(
     )
 
 
+def tool_approval_request(request: ApprovalRequest, call_id: str, describe: Describe) -> ToolApprovalRequest:
+    """The ``per_call`` question for one MCP call (or shell command): a ``ToolApprovalRequest``
+    naming the call (``server.tool``) and the ``execute_code`` tool call that made it."""
+    return ToolApprovalRequest(
+        type="tool_approval",
+        tool_call_id=call_id,
+        name=request.name,
+        args=dict(request.args),
+        description=describe(request),
+    )
+
+
 def default_description(request: ApprovalRequest) -> str:
     """Describe the call for the reviewer: what the agent's code wants to do."""
     return f"Code run by the agent (execute_code) needs approval. {approval_description(request)}"
 
 
 @functools.lru_cache(maxsize=512)
-def response_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> type[Any]:
-    """A TypedDict for the resume value: exactly one decision of an allowed kind.
-
-    An edit must keep the action's name (only the arguments can change). LangGraph validates a resume
-    value against it before saving anything, so a malformed answer can simply be given again.
-    """
+def decision_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> Any:
+    """One decision of an allowed kind; an edit must keep the action's name (only the arguments
+    can change). The answer to a ``per_call`` question, and each decision of a ``HITLResponse``."""
     typed_dict: Any = TypedDict  # the functional form with computed fields is beyond static typing
     members: list[Any] = []
     for name in allowed:
@@ -102,33 +126,53 @@ def response_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> type
         else:
             edited = typed_dict("EditedAction", {"name": Literal[action_name], "args": dict[str, Any]})
             members.append(typed_dict("EditDecision", {"type": Literal["edit"], "edited_action": edited}))
-    decision: Any = members[0]
-    if len(members) > 1:
-        decision = Annotated[Union[tuple(members)], Discriminator("type")]  # noqa: UP007
-    return cast("type[Any]", typed_dict("HITLResponse", {"decisions": Annotated[list[decision], Len(1, 1)]}))
+    if len(members) == 1:
+        return members[0]
+    return Annotated[Union[tuple(members)], Discriminator("type")]  # noqa: UP007
 
 
 @functools.lru_cache(maxsize=512)
-def _adapter(action_name: str, allowed: tuple[DecisionName, ...]) -> TypeAdapter[Any]:
-    return TypeAdapter(response_schema(action_name, allowed))
+def response_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> type[Any]:
+    """A TypedDict for the resume value: exactly one decision of an allowed kind.
+
+    LangGraph validates a resume value against it before saving anything, so a malformed answer
+    can simply be given again.
+    """
+    typed_dict: Any = TypedDict
+    decision: Any = decision_schema(action_name, allowed)
+    decisions: Any = Annotated[list[decision], Len(1, 1)]
+    return cast("type[Any]", typed_dict("HITLResponse", {"decisions": decisions}))
 
 
-def parse_response(value: object, request: ApprovalRequest, allowed: tuple[DecisionName, ...]) -> Decision:
-    """The one decision in a ``HITLResponse``; :class:`ApprovalError` if it is malformed or not allowed."""
+@functools.lru_cache(maxsize=512)
+def _adapter(action_name: str, allowed: tuple[DecisionName, ...], per_call: bool) -> TypeAdapter[Any]:
+    schema = decision_schema(action_name, allowed) if per_call else response_schema(action_name, allowed)
+    return TypeAdapter(schema)
+
+
+def parse_response(
+    value: object, request: ApprovalRequest, allowed: tuple[DecisionName, ...], *, per_call: bool = False
+) -> Decision:
+    """The one decision in a ``HITLResponse`` (``per_call``: the decision itself);
+    :class:`ApprovalError` if it is malformed or not allowed."""
     allowed_here = decisions_for(request, allowed)
+    expected = f"one of {list(allowed_here)}"
+    if not per_call:
+        expected = f'{{"decisions": [{expected}]}}'
     try:
-        response = _adapter(request.name, allowed_here).validate_python(value)
+        response = _adapter(request.name, allowed_here, per_call).validate_python(value)
     except ValidationError as error:
         raise ApprovalError(
             f"invalid answer to the approval request for {request.name}: expected "
-            f'{{"decisions": [one of {list(allowed_here)}]}}, got {value!r} ({error.error_count()} error(s))'
+            f"{expected}, got {value!r} ({error.error_count()} error(s))"
         ) from error
-    return cast("Decision", response["decisions"][0])
+    return cast("Decision", response if per_call else response["decisions"][0])
 
 
 def edit_notice(answer: object) -> str | None:
-    """The reviewer notice for an answer that edited its call (``None`` for any other answer)."""
-    decisions = answer.get("decisions") if isinstance(answer, Mapping) else None
+    """The reviewer notice for an answer (a ``HITLResponse`` or one decision) that edited its call
+    (``None`` for any other answer)."""
+    decisions = answer.get("decisions", [answer]) if isinstance(answer, Mapping) else None
     decision = decisions[0] if isinstance(decisions, list) and len(decisions) == 1 else None
     if not isinstance(decision, Mapping) or decision.get("type") != "edit":
         return None

@@ -9,7 +9,7 @@ from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLRespo
 
 from ipybox_integrations._session import Conversations, Session, SessionSource
 from ipybox_integrations._waiting import WaitingCalls
-from ipybox_integrations.langchain._hitl import DecisionName, Describe
+from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode
 
 ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
 """Decides one MCP call outside a LangGraph graph: gets a ``HITLRequest``, returns a ``HITLResponse``."""
@@ -24,6 +24,7 @@ class ToolSettings:
     describe: Describe
     timeout: float | None
     abandon_after: float | None
+    interrupt_mode: InterruptMode
     conversations: Conversations = field(init=False)
     waiting: WaitingCalls = field(init=False)
     """The calls this tool left waiting for a decision (the executions wait in their executors)."""

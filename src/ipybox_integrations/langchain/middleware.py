@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from ipybox_integrations._session import Conversations, SessionSource, cancel_waiting
 from ipybox_integrations.langchain._history import close_abandoned_calls
-from ipybox_integrations.langchain._hitl import DecisionName, Describe
+from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode
 from ipybox_integrations.langchain._sessions import CANCELLED_REASON, thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
 from ipybox_integrations.langchain.tool import build_execute_code_tool, tool_settings
@@ -47,6 +47,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         abandon_after: float | None = None,
         prompt: bool = True,
         reference_max_chars: int | None = None,
+        interrupt_mode: InterruptMode = "batched",
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
@@ -59,6 +60,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             describe=describe,
             timeout=timeout,
             abandon_after=abandon_after,
+            interrupt_mode=interrupt_mode,
         )
         self.tools = [build_execute_code_tool(self._settings)]
 

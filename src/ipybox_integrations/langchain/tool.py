@@ -11,11 +11,17 @@ from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, SessionSource
 from ipybox_integrations.langchain._callback import run_with_callback
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
 from ipybox_integrations.langchain._graph import interrupts_available, run_in_graph
-from ipybox_integrations.langchain._hitl import DecisionName, Describe, check_decisions, default_description
+from ipybox_integrations.langchain._hitl import (
+    TOOL_NAME,
+    DecisionName,
+    Describe,
+    InterruptMode,
+    check_decisions,
+    check_mode,
+    default_description,
+)
 from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
-
-TOOL_NAME = "execute_code"
 
 
 def execute_code_tool(
@@ -26,6 +32,7 @@ def execute_code_tool(
     describe: Describe | None = None,
     timeout: float | None = None,
     abandon_after: float | None = None,
+    interrupt_mode: InterruptMode = "batched",
 ) -> BaseTool:
     """The ``execute_code`` tool: runs Python in a kernel, each MCP call approved by a human.
 
@@ -38,7 +45,10 @@ def execute_code_tool(
     ``Command(resume={"decisions": [{"type": "approve"}]})`` (or ``reject`` with a ``message``, or
     ``edit`` with ``edited_action`` when ``allowed_decisions`` includes it). Elsewhere (plain
     ``tool.ainvoke``, no checkpointer) ``approval_callback`` gets the same ``HITLRequest`` and returns
-    the ``HITLResponse``. The tool is async only.
+    the ``HITLResponse``. With ``interrupt_mode="per_call"`` (as ``HumanInTheLoopMiddleware``'s),
+    each interrupt's value is a ``ToolApprovalRequest`` instead, answered with one decision keyed
+    by the interrupt's id (``Command(resume={interrupt.id: {"type": "approve"}})``) or plain; an
+    agent whose HITL middleware runs ``per_call`` gets one shape in every pause. The tool is async only.
 
     ``timeout`` bounds each execution (default: the executor's; time waiting for a decision does not
     count). The backstop for an approval nobody answers belongs to where the execution lives (the
@@ -53,6 +63,7 @@ def execute_code_tool(
             describe=describe,
             timeout=timeout,
             abandon_after=abandon_after,
+            interrupt_mode=interrupt_mode,
         )
     )
 
@@ -65,6 +76,7 @@ def tool_settings(
     describe: Describe | None,
     timeout: float | None,
     abandon_after: float | None,
+    interrupt_mode: InterruptMode,
 ) -> ToolSettings:
     """The checked settings of one ``execute_code`` tool (see :func:`execute_code_tool`)."""
     return ToolSettings(
@@ -74,6 +86,7 @@ def tool_settings(
         describe=describe or default_description,
         timeout=timeout,
         abandon_after=abandon_after,
+        interrupt_mode=check_mode(interrupt_mode),
     )
 
 

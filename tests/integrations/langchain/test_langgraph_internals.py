@@ -73,7 +73,9 @@ class Asked(TypedDict):
 
 
 def _asks_twice(state: Asked) -> Asked:
-    return {"answers": [interrupt("first"), interrupt("second")]}
+    first = interrupt("first")
+    counted = _graph._interrupts_before()  # read off LangGraph's interrupt counter
+    return {"answers": [first, counted, interrupt("second")]}
 
 
 async def test_an_interrupts_id_still_tells_how_many_answers_its_task_had() -> None:
@@ -90,6 +92,8 @@ async def test_an_interrupts_id_still_tells_how_many_answers_its_task_had() -> N
     namespace = f"ask:{task.id}"  # the task's config[_graph._NAMESPACE_KEY]
     make_id = langgraph.types._interrupt_id
     assert (make_id(namespace, 0), make_id(namespace, 1)) == (first.id, second.id)
+    out = await graph.ainvoke(Command(resume=2), thread)
+    assert out["answers"] == [1, 1, 2]  # one interrupt had been raised before the counter was read
 
 
 def test_the_resume_channel_name_is_langgraphs() -> None:
