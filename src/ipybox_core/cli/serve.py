@@ -19,12 +19,18 @@ It is the ipybox MCP server over Streamable HTTP (protocol 2026-07-28, approvals
 rounds), so any MCP client can use it too. Every request must carry the bearer token
 (IPYBOX_MCP_TOKEN, or one generated and printed at start); --no-auth only on loopback. Each
 conversation works in its own directory under WORKSPACE/.ipybox-sessions/ (no kernel sees
-WORKSPACE itself); as root with --sandbox each conversation's kernel runs as its own uid. See
-docs/deploying.md."""
+WORKSPACE itself); as root with --sandbox each conversation's kernel runs as its own uid.
+
+Every MCP call of the code comes back to the application as an approval, unless --approval-rules
+FILE decides it (TOML or JSON: allow, deny, allow_read_only, default; see docs/approvals.md) or
+--yes approves all. GET /healthz (live) and GET /readyz (kernels started and every --config server
+connected; 503 otherwise) answer without the token. A --config server that cannot start is left
+out (readiness says so, the code is told "MCP server 'NAME' is not available: ..."); with
+--require-servers the service exits instead. See docs/deploying.md."""
 
 EPILOG = """\
 examples:
-  ipybox serve --config mcp.json --workspace /srv/ipybox
+  ipybox serve --config mcp.json --workspace ./ipybox-service --approval-rules rules.toml
   IPYBOX_MCP_TOKEN=$(cat /etc/ipybox/token) ipybox serve --sandbox --host 0.0.0.0 \\
       --tls-cert /etc/ipybox/cert.pem --tls-key /etc/ipybox/key.pem
 """
