@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         OutputChunk,
         RegisteredServer,
     )
+    from ipybox_core.hosttools import HostCall, HostTool
     from ipybox_core.kernel.gateway import GatewayConfig
     from ipybox_core.mcp import McpServerConfig, load_mcp_config
     from ipybox_core.sandbox import ResourceLimits, SandboxPolicy
@@ -96,6 +97,7 @@ _EXPORTS = {
         "OutputChunk",
         "RegisteredServer",
     ],
+    "ipybox_core.hosttools": ["HostCall", "HostTool"],
     "ipybox_core.kernel.gateway": ["GatewayConfig"],
     "ipybox_core.mcp": ["McpServerConfig", "load_mcp_config"],
     "ipybox_core.sandbox": ["ResourceLimits", "SandboxPolicy"],
@@ -125,6 +127,8 @@ __all__ = [
     "ExecutorBusy",
     "ExecutorClosed",
     "GatewayConfig",
+    "HostCall",
+    "HostTool",
     "IpyboxError",
     "KernelDied",
     "KernelError",
