@@ -526,6 +526,7 @@ class CodeExecutor:
         """(Re)generate the kernel's ``agent_tools`` package from the host tools."""
         assert self._runtime_dir is not None
         root = self._runtime_dir / HOST_ROOT
+        root.mkdir(exist_ok=True)  # before the kernel starts: a sandbox shows only what exists then
         package = await asyncio.to_thread(write_host_package, self._host_tools, root)
         if self._kernel is not None:
             if package is not None:

@@ -5,6 +5,7 @@ server ``agent_tools``."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from ipybox_core import ApprovalRequest, ApprovalRules, CodeExecutor, ConfigErro
 from ipybox_core.codegen import CodegenWarning
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
+from prerequisites import require
 from servers import PYTHON, SERVE_SCRIPT
 
 STDIO_SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"]}
@@ -267,3 +269,21 @@ async def test_the_example_runs() -> None:
         "{'id': 'ord-1', 'total_usd': 30.0, 'status': 'delivered', 'asked_by': 'carol'}",
         "ToolError: no order ord-9",
     ]
+
+
+async def test_a_sandboxed_kernel_imports_host_tools_registered_later_read_only(tmp_path: Path) -> None:
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed")
+
+    async def hi(call: HostCall) -> str:
+        return "hi"
+
+    async with CodeExecutor(workspace=tmp_path, sandbox=True, approval="never") as ex:
+        await ex.register_host_tools([HostTool("hi", hi)])
+        result = await ex.execute(
+            "import pathlib\nfrom agent_tools import hi\nprint(hi())\n"
+            "import agent_tools\n"
+            "try:\n    (pathlib.Path(agent_tools.__file__).parent / 'x.py').write_text('')\n"
+            "except OSError as e:\n    print(type(e).__name__)"
+        )
+    words = result.text.split()
+    assert words[0] == "hi" and words[1] in {"OSError", "PermissionError"}, result.text
