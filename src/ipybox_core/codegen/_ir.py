@@ -219,6 +219,14 @@ def union(members: list[TypeExpr]) -> TypeExpr:
     return UnionType(tuple(result))
 
 
+def without_none(expr: TypeExpr) -> TypeExpr | None:
+    """``expr`` without ``None`` when one type is left (``float`` for ``float | None``), else ``None``."""
+    if isinstance(expr, UnionType):
+        members = [m for m in expr.members if m != NONE]
+        return members[0] if len(members) == 1 else None
+    return expr
+
+
 def optional(expr: TypeExpr) -> TypeExpr:
     return union([expr, NONE])
 

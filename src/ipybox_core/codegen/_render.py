@@ -23,6 +23,7 @@ from ipybox_core.codegen._ir import (
     referenced_models,
     render,
     uses_name,
+    without_none,
 )
 from ipybox_core.codegen._source import docstring, one_line, summary
 
@@ -184,14 +185,14 @@ def _field_source(field: FieldDef, *, args: bool, defined: Callable[[ModelDef], 
     if omit_none:
         arguments.append("exclude_if=_base.is_none")
     checks = [f"{name}={py_literal(value)}" for name, value in field.constraints if name != _UNIQUE]
-    number = field.type == Primitive("float") and bool(checks)
+    number = without_none(field.type) == Primitive("float") and bool(checks)
     if not number:
         arguments.extend(checks)
     if field.description and not args:
         arguments.append(f"description={field.description!r}")
     annotation = _annotation(expr, defined)
     if number:  # bounds inside the type: checked as a float, while an int is kept as an int
-        annotation = f"_base.number({', '.join(checks)})" + (" | None" if expr != field.type else "")
+        annotation = f"_base.number({', '.join(checks)})" + (" | None" if allows_none(expr) else "")
     if _unique(field):
         annotation = f"Annotated[{annotation}, _base.unique_items]"
     if not arguments:

@@ -33,6 +33,7 @@ from ipybox_core.codegen._ir import (
     UnionType,
     fits,
     union,
+    without_none,
 )
 from ipybox_core.codegen._names import class_name
 
@@ -478,6 +479,21 @@ class SchemaConverter:
             base.setdefault("type", "object")
         return base if properties or "type" in base else node
 
+    def _nullable_alternative(
+        self, schema: dict[str, Any], expr: TypeExpr, depth: int
+    ) -> tuple[Any, TypeExpr]:
+        """Where a field's constraints are: ``schema``, or for ``anyOf: [X, {"type": "null"}]`` (an
+        optional value, as pydantic writes it) ``X`` with the type of ``X`` (the bounds of X hold)."""
+        alternatives = schema.get("anyOf") if isinstance(schema.get("anyOf"), list) else schema.get("oneOf")
+        value_type = without_none(expr)
+        if not isinstance(alternatives, list) or value_type is None or "type" in schema:
+            return schema, expr
+        values = [a for a in alternatives if not (isinstance(a, dict) and a.get("type") == "null")]
+        if len(values) != 1:
+            return schema, expr
+        source = self._resolve_shallow(values[0], depth + 1, warn=False)
+        return (source, value_type) if isinstance(source, dict) else (schema, expr)
+
     # --- objects ---------------------------------------------------------------------------------
 
     def _collect_properties(self, node: dict[str, Any], depth: int) -> tuple[dict[str, Any], Any]:
@@ -535,8 +551,11 @@ class SchemaConverter:
             if default is not MISSING and not (_small_json(default) and fits(expr, default)):
                 default = MISSING
             if isinstance(target, dict):
-                constraints = _constraints(target, expr)
-                unchecked = _unchecked(target, expr, constraints)
+                source, checked = self._nullable_alternative(target, expr, depth)
+                constraints = _constraints(source, checked)
+                unchecked = _unchecked(source, checked, constraints)
+                if source is not target:  # what the field's own schema adds to the alternative's
+                    unchecked += tuple(n for n in untyped_notes(target) if n not in unchecked)
         return FieldDef(
             wire=wire,
             type=expr,

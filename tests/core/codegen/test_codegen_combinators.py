@@ -94,3 +94,23 @@ def test_an_unreadable_schema_gives_an_untyped_tool_with_a_note(generate: Genera
         imported = generate("srv", [tool("odd", input_schema=schema)])
     text = page(imported.module.odd)
     assert "Schema notes (typed as Any where noted): '$ref' '#/$defs/missing' at property 'x' cannot" in text
+
+
+def test_an_optional_values_constraints_hold(generate: Generator, served: ThreadedToolServer) -> None:
+    schema = {
+        "type": "object",
+        "properties": {  # pydantic writes Optional[...] fields so: the bounds sit inside anyOf
+            "name": {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}], "default": None},
+            "price": {"anyOf": [{"type": "number", "minimum": 0, "multipleOf": 0.01}, {"type": "null"}]},
+            "site": {"anyOf": [{"type": "string", "format": "uri"}, {"type": "null"}]},
+        },
+    }
+    fn = one(generate, tool("item", input_schema=schema))
+    assert sent(served, fn, name=None, price=0.07) == {"name": None, "price": 0.07}
+    assert sent(served, fn, price=3) == {"price": 3}
+    for kwargs in ({"name": "abcd"}, {"price": -1}, {"price": 0.005}):
+        with pytest.raises(ValidationError):
+            fn(**kwargs)
+    text = page(fn)
+    assert "name: (max length 3)" in text and "price: (multiple of 0.01; >= 0)" in text
+    assert "site: (format 'uri': not checked here)" in text
