@@ -9,8 +9,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, SessionSource
 from ipybox_integrations.langchain._callback import run_with_callback
+from ipybox_integrations.langchain._checkpoint import interrupts_available
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
-from ipybox_integrations.langchain._graph import interrupts_available, run_in_graph
+from ipybox_integrations.langchain._graph import run_in_graph
 from ipybox_integrations.langchain._hitl import (
     TOOL_NAME,
     DecisionName,
