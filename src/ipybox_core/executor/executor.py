@@ -237,6 +237,8 @@ class CodeExecutor:
                 self._kernel = await Kernel.start(self._kernel_config())
             else:
                 self._kernel = await self._start_gateway_kernel(self.gateway)
+            if self._host_package is not None:  # generated before the kernel started
+                self._kernel.install_package(HOST_SERVER, self._host_package.path)
             for name, config in self._server_configs().items():
                 await self.register_mcp_server(name, config)
             for registered in self._servers.values() if self._shared is not None else ():

@@ -287,3 +287,22 @@ async def test_a_sandboxed_kernel_imports_host_tools_registered_later_read_only(
         )
     words = result.text.split()
     assert words[0] == "hi" and words[1] in {"OSError", "PermissionError"}, result.text
+
+
+async def test_a_gateway_kernel_gets_the_host_tools_shipped(tmp_path: Path, kernel_gateway: Any) -> None:
+    async def hi(call: HostCall) -> str:
+        return f"hi {call.context}"
+
+    async def bye(call: HostCall) -> str:
+        return "bye"
+
+    gateway = {"kernel_gateway": kernel_gateway.url, "gateway_token": kernel_gateway.token}
+    async with CodeExecutor(
+        workspace=tmp_path, host_tools=[HostTool("hi", hi)], approval="never", **gateway
+    ) as ex:
+        ex.bind_tool_context("remote")
+        first = await ex.execute("from agent_tools import hi\nprint(hi())")
+        await ex.register_host_tools([HostTool("bye", bye)])
+        second = await ex.execute("import agent_tools\nprint(agent_tools.__all__, agent_tools.bye())")
+    assert first.text.strip() == "hi remote"
+    assert second.text.strip() == "['bye'] bye"
