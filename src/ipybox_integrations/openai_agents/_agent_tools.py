@@ -6,7 +6,8 @@ the code passes the executor's approval policy, then (when held) the tool's own 
 through the SDK (see ``ProxyTools``), then runs here, in the application, with a ``ToolContext`` of
 the run that made the ``execute_code`` call. The tool's ``failure_error_function`` makes the
 message of the ``ToolError`` the code gets (the SDK's default formatter unless the tool set one;
-``None``: the exception's own message).
+``None``: the exception's own message). Its input and output guardrails run too; a refusal
+(``reject_content`` or ``raise_exception``) is a ``ToolError`` for the code, not the end of the run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, TypeAlias
 from agents import FunctionTool, RunContextWrapper
 from agents.tool import maybe_invoke_function_tool_failure_error_function
 from agents.tool_context import ToolContext
+from agents.tool_guardrails import ToolInputGuardrailData, ToolOutputGuardrailData
 from pydantic import TypeAdapter
 
 from ipybox_core.errors import ConfigError, ToolError
@@ -117,9 +119,17 @@ async def invoke(tool: FunctionTool, call: HostCall) -> Any:
     # with that string instead, so the invocation runs without it and the formatter is applied here.
     unhandled = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
     try:
+        agent: Any = context.agent  # the run's agent (the SDK's data types want an Agent)
+        await _guard(tool, tool.tool_input_guardrails, ToolInputGuardrailData(context, agent))
         if unhandled is None:
-            return await tool.on_invoke_tool(context, arguments)
-        return await unhandled(context, arguments)
+            output = await tool.on_invoke_tool(context, arguments)
+        else:
+            output = await unhandled(context, arguments)
+        data = ToolOutputGuardrailData(context, agent, output)
+        await _guard(tool, tool.tool_output_guardrails, data)
+        return output
+    except _Tripped as tripped:
+        raise ToolError(str(tripped), server=HOST_SERVER, tool=tool.name) from None
     except Exception as error:
         message = None
         if unhandled is not None:
@@ -129,6 +139,21 @@ async def invoke(tool: FunctionTool, call: HostCall) -> Any:
         raise ToolError(
             message or str(error) or type(error).__name__, server=HOST_SERVER, tool=tool.name
         ) from error
+
+
+class _Tripped(Exception):
+    """A guardrail of the tool refused the call or its output."""
+
+
+async def _guard(tool: FunctionTool, guardrails: Sequence[Any] | None, data: Any) -> None:
+    """Run the tool's input or output guardrails as the SDK would: ``reject_content`` and
+    ``raise_exception`` both stop the call (the code gets ``ToolError``; the run goes on)."""
+    for guardrail in guardrails or ():
+        behavior = (await guardrail.run(data)).behavior
+        if behavior["type"] == "reject_content":
+            raise _Tripped(behavior["message"])
+        if behavior["type"] == "raise_exception":
+            raise _Tripped(f"guardrail {guardrail.get_name()!r} of tool {tool.name!r} stopped the call")
 
 
 def _output_schema(tool: FunctionTool) -> dict[str, Any] | None:

@@ -108,8 +108,9 @@ class CodeActionTool(FunctionTool):
       A call runs here, in the application, with a ``ToolContext`` of the run; the tool's own
       ``needs_approval`` (bool or callable) decides whether it interrupts the run like an MCP call
       (``item.tool_namespace == "agent_tools"``); its exception reaches the code as ``ToolError``
-      with the message of its ``failure_error_function``. Over ``RemoteSessions`` the agent's tools
-      are not offered (passing ``agent_tools`` raises :class:`ConfigError`).
+      with the message of its ``failure_error_function``; its guardrails apply. Over
+      ``RemoteSessions`` the agent's tools are not offered (``agent_tools=`` raises
+      :class:`ConfigError`).
     - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
       ``(run_context, ApprovalRequest) -> bool`` (may be async) deciding per call.
     - ``code_needs_approval``: the SDK's standard ``needs_approval`` of the ``execute_code`` call

@@ -8,7 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunContextWrapper, RunState, ToolApprovalItem, function_tool
+from agents import (
+    Agent,
+    RunContextWrapper,
+    RunState,
+    ToolApprovalItem,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    function_tool,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 from agents.testing import ScriptedModel
 from oa_kit import call_summary, output_text, run_to_end, scripted, tool_outputs
 
@@ -208,3 +219,39 @@ async def test_the_example_runs_offline() -> None:
         "skipped: order_status failed: no order ord-9",
         "Done.",
     ]
+
+
+async def test_the_tools_guardrails_apply_to_calls_from_the_code(idle_executor: CodeExecutor) -> None:
+    ran: list[str] = []
+
+    @tool_input_guardrail
+    def no_vip(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        if "VIP" in data.context.tool_arguments:
+            return ToolGuardrailFunctionOutput.reject_content("VIP orders are handled by a human")
+        return ToolGuardrailFunctionOutput.allow()
+
+    @tool_output_guardrail
+    def no_secrets(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        if "secret" in str(data.output):
+            return ToolGuardrailFunctionOutput.raise_exception()
+        return ToolGuardrailFunctionOutput.allow()
+
+    @function_tool(tool_input_guardrails=[no_vip], tool_output_guardrails=[no_secrets])
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        ran.append(order)
+        return f"{order}: secret" if order == "S-1" else f"{order}: ok"
+
+    code = CodeActionTool(idle_executor)
+    model = scripted(
+        "from agent_tools import lookup\nfrom ipybox_core.errors import ToolError\n"
+        "for order in ('A-1', 'VIP-1', 'S-1'):\n    try:\n        print(lookup(order=order))\n"
+        "    except ToolError as e:\n        print('ToolError', e)"
+    )
+    await run_to_end(clerk(code, model, [lookup]))
+    assert output_text(tool_outputs(model)[0]).splitlines() == [
+        "A-1: ok",
+        "ToolError VIP orders are handled by a human",
+        "ToolError guardrail 'no_secrets' of tool 'lookup' stopped the call",
+    ]
+    assert ran == ["A-1", "S-1"]  # an input guardrail's refusal never runs the tool
