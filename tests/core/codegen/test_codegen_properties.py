@@ -6,6 +6,7 @@ Each drawn schema comes with a strategy for its valid instances, built alongside
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import itertools
 import warnings
@@ -57,6 +58,11 @@ class Node:
 _def_numbers = itertools.count()
 
 
+def _utc_text(moment: dt.datetime) -> str:
+    """An RFC 3339 date-time in UTC, as the kernel sends one (``...Z``)."""
+    return moment.isoformat() + "Z"
+
+
 def _leaves() -> st.SearchStrategy[Node]:
     def string(bounds: tuple[int, int] | None) -> Node:
         if bounds is None:
@@ -97,6 +103,9 @@ def _leaves() -> st.SearchStrategy[Node]:
                 {"type": "string", "format": "uri", "description": 'a "URL"'}, st.text(max_size=5), wrong=[1]
             )
         ),
+        st.just(Node({"type": "string", "format": "date"}, st.dates().map(dt.date.isoformat), wrong="today")),
+        st.just(Node({"type": "string", "format": "uuid"}, st.uuids().map(str), wrong="not-a-uuid")),
+        st.just(Node({"type": "string", "format": "date-time"}, st.datetimes().map(_utc_text), wrong="now")),
         st.lists(JSON_SCALARS, min_size=1, max_size=6, unique_by=lambda v: (type(v), v)).map(enum),
         JSON_SCALARS.map(lambda v: Node({"const": v}, st.just(v), wrong="\x00not the constant\x00")),
         st.sampled_from([{}, True]).map(lambda s: Node(s, JSON_VALUES)),
