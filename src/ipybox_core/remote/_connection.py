@@ -7,22 +7,26 @@ import contextlib
 import json
 import os
 import socket
-from collections.abc import Callable, Collection, Mapping
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from typing import Any, TypeVar, cast
 
 import httpx2
 from mcp.client import Client
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputResponses, RequestParamsMeta
 
 from ipybox_core import protocol
 from ipybox_core.errors import ExecutionGone, ServiceError
+from ipybox_core.remote._link import Link, LinkDown
 
 TOKEN_ENV = "IPYBOX_MCP_TOKEN"
 Round = CallToolResult | InputRequiredResult
 GONE = "the execution waiting for this approval is gone (the ipybox service restarted or forgot it)"
 _OUTPUT_GRACE = 1.0  # seconds to wait for output notifications behind a round's result
+_FIRST_RETRY, _LAST_RETRY = 0.1, 2.0  # seconds between attempts to reach a service not up yet
+T = TypeVar("T")
 
 
 def default_client_name() -> str:
@@ -31,7 +35,12 @@ def default_client_name() -> str:
 
 
 class ServiceConnection:
-    """An authenticated MCP client of ``url`` (protocol 2026-07-28) that runs ``execute_code`` rounds."""
+    """An authenticated MCP client of ``url`` (protocol 2026-07-28) that runs ``execute_code`` rounds.
+
+    The connection is held by a task of its own (:class:`~._link.Link`): while the service is
+    unreachable each call raises :class:`ServiceError` in the task that made it, nothing else; the
+    next call connects again. :meth:`open` can wait for a service that is not up yet.
+    """
 
     def __init__(
         self,
@@ -44,26 +53,84 @@ class ServiceConnection:
         self.url = url
         self.client_name = client_name
         self._has_token = bool(token)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        # No read timeout: a round lasts as long as the code runs (the service bounds it).
-        http = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(connect_timeout, read=None))
-        self._client = Client(
-            streamable_http_client(url, http_client=http), mode="auto", elicitation_callback=_never_inline
-        )
-        self._stack = contextlib.AsyncExitStack()
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._connect_timeout = connect_timeout
+        self._link: Link | None = None
+        self._linking: asyncio.Lock | None = None
+        self._closed = False
 
-    async def open(self) -> None:
-        try:
-            await self._stack.enter_async_context(self._client)
-        except Exception as error:
-            await self._stack.aclose()
-            raise ServiceError(
-                f"cannot connect to the ipybox service at {self.url}: {_reason(error, self._has_token)}"
-            ) from None
+    async def open(self, *, wait: float = 0.0) -> None:
+        """Connect, trying again for up to ``wait`` seconds while the service is unreachable (a
+        refused token fails at once).
+
+        Raises:
+            ServiceError: the service could not be reached (or refused the token).
+        """
+        self._closed = False
+        loop = asyncio.get_running_loop()
+        deadline, delay = loop.time() + wait, _FIRST_RETRY
+        while True:
+            try:
+                await self._linked()
+                return
+            except _Unreachable as error:
+                if error.refused or loop.time() + delay > deadline:
+                    raise ServiceError(str(error)) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_RETRY)
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self._stack.aclose()
+        self._closed = True
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[ClientSession]:
+        # No read timeout: a round lasts as long as the code runs (the service bounds it).
+        timeout = httpx2.Timeout(self._connect_timeout, read=None)
+        async with create_mcp_http_client(headers=self._headers, timeout=timeout) as http:
+            transport = streamable_http_client(self.url, http_client=http)
+            async with Client(transport, mode="auto", elicitation_callback=_never_inline) as client:
+                yield client.session
+
+    async def _linked(self) -> Link:
+        """The open link, connecting a new one when there is none or the last one went down."""
+        if self._linking is None:
+            self._linking = asyncio.Lock()
+        async with self._linking:
+            link = self._link
+            if link is not None and link.alive:
+                return link
+            if link is not None:
+                await link.close()
+            self._link = link = Link(self._connect)
+            try:
+                await link.open()
+            except Exception as error:
+                self._link = None
+                await link.close()
+                reason = _reason(error, self._has_token)
+                raise _Unreachable(
+                    f"cannot connect to the ipybox service at {self.url}: {reason}", refused="(401)" in reason
+                ) from None
+            return link
+
+    async def _run(self, what: str, call: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """``call`` over the link, in the calling task; an outage is a :class:`ServiceError` here."""
+        if self._closed:
+            raise ServiceError(f"the connection to the ipybox service at {self.url} is closed")
+        try:
+            link = await self._linked()
+        except _Unreachable as error:
+            raise ServiceError(str(error)) from None
+        try:
+            return await link.run(call)
+        except LinkDown as down:
+            raise ServiceError(
+                f"the ipybox service at {self.url} went away during {what}: {down} (the next call "
+                "connects again)"
+            ) from None
 
     async def execute(
         self,
@@ -87,15 +154,20 @@ class ServiceConnection:
         if output is not None:
             meta[protocol.OUTPUT] = True
         try:
-            result: Round = await self._client.session.call_tool(
+            result: Round = await self._run(
                 "execute_code",
-                dict(arguments),
-                input_responses=input_responses,
-                request_state=request_state,
-                meta=cast(RequestParamsMeta, meta),
-                progress_callback=output.receive if output is not None else None,
-                allow_input_required=True,
+                lambda session: session.call_tool(
+                    "execute_code",
+                    dict(arguments),
+                    input_responses=input_responses,
+                    request_state=request_state,
+                    meta=cast(RequestParamsMeta, meta),
+                    progress_callback=output.receive if output is not None else None,
+                    allow_input_required=True,
+                ),
             )
+        except ServiceError:
+            raise
         except Exception as error:
             reason = _reason(error)
             if request_state is not None and "requestState" in reason:  # the service restarted since
@@ -126,15 +198,26 @@ class ServiceConnection:
         """Call one of the service's other tools for ``session``; returns its text."""
         meta = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         try:
-            result = await self._client.session.call_tool(
-                name, dict(arguments), meta=cast(RequestParamsMeta, meta)
+            result = await self._run(
+                name,
+                lambda session: session.call_tool(name, dict(arguments), meta=cast(RequestParamsMeta, meta)),
             )
+        except ServiceError:
+            raise
         except Exception as error:
             raise ServiceError(f"the ipybox service at {self.url} failed {name}: {_reason(error)}") from None
         text = "\n".join(getattr(block, "text", "") for block in result.content)
         if result.is_error:
             raise ServiceError(f"the ipybox service refused {name}: {text}")
         return text
+
+
+class _Unreachable(Exception):
+    """Connecting failed; ``refused``: the service answered 401 (trying again will not help)."""
+
+    def __init__(self, message: str, *, refused: bool) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 OnOutput = Callable[[str, str], None]

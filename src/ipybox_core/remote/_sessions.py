@@ -33,6 +33,12 @@ class RemoteSessions:
     that knows a conversation's key can answer its pending approval, and the code continues in the
     same kernel. ``token`` defaults to ``$IPYBOX_MCP_TOKEN``; ``client_name`` (default
     ``<host>-<pid>``) is what the service's audit log records for this process's decisions.
+
+    An outage never reaches further than the call it hits: while the service is unreachable each
+    call raises :class:`~ipybox_core.errors.ServiceError` in the task that made it (the task that
+    entered ``RemoteSessions``, e.g. a FastAPI lifespan, is never cancelled), and the next call
+    connects again by itself. ``wait_for_service`` (seconds, default 0) lets :meth:`start` wait for
+    a service that is not up yet, e.g. a worker started before it.
     """
 
     def __init__(
@@ -42,8 +48,10 @@ class RemoteSessions:
         token: str | None = None,
         client_name: str | None = None,
         connect_timeout: float = 30.0,
+        wait_for_service: float = 0.0,
     ) -> None:
         self.url = url
+        self.wait_for_service = wait_for_service
         self._connection = ServiceConnection(
             url,
             token=token if token is not None else os.environ.get(TOKEN_ENV),
@@ -67,7 +75,7 @@ class RemoteSessions:
         """Connect (checking the token) and fetch the API reference of the service's MCP servers."""
         if self._open:
             return
-        await self._connection.open()
+        await self._connection.open(wait=self.wait_for_service)
         self._open = True
         reference = await self._connection.call_tool(_REFERENCE_SESSION, "api_reference", {})
         self._reference = "" if reference.startswith("No MCP servers") else reference
