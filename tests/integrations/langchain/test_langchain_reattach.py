@@ -9,7 +9,6 @@ the execution up by the tool call id (``executor.reattach``), whichever way the 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,18 +48,19 @@ async def checkpointer() -> AsyncIterator[InMemorySaver]:
     yield InMemorySaver()
 
 
-async def per_request(service: Service, checkpointer: InMemorySaver, thread: str, payload: Any) -> Any:
+async def per_request(
+    service: Service, checkpointer: InMemorySaver, thread: str, payload: Any, mode: Any = "batched"
+) -> Any:
     """One request: a new RemoteSessions, middleware and agent on the shared checkpointer."""
     async with RemoteSessions(service.url, token=TOKEN) as sessions:
-        _, agent = make_agent(
-            [CodeActionMiddleware(sessions)], run_code_then_finish(TWO_CALLS), checkpointer=checkpointer
-        )
+        middleware = CodeActionMiddleware(sessions, interrupt_mode=mode)
+        _, agent = make_agent([middleware], run_code_then_finish(TWO_CALLS), checkpointer=checkpointer)
         return await agent.ainvoke(payload, config(thread), version="v2")
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed-by-interrupt-id"])
 async def test_a_new_middleware_per_request_resumes_the_execution_waiting_in_the_service(
-    service: Service, checkpointer: InMemorySaver, keyed: bool, tmp_path: Path
+    service: Service, checkpointer: InMemorySaver, keyed: bool
 ) -> None:
     thread = f"per-request-{keyed}"
     first = only_interrupt(await per_request(service, checkpointer, thread, user()))
@@ -70,4 +70,19 @@ async def test_a_new_middleware_per_request_resumes_the_execution_waiting_in_the
     answer = {second.id: APPROVE} if keyed else APPROVE
     out = await per_request(service, checkpointer, thread, Command(resume=answer))
     assert not out.interrupts  # was: the keyed answer was taken for a question not yet asked
+    assert [text_of(message) for message in tool_messages(out.value)] == ["1 2"]
+
+
+async def test_per_call_questions_are_resumed_by_interrupt_id_from_a_new_middleware(
+    service: Service, checkpointer: InMemorySaver
+) -> None:
+    thread, approve = "per-request-per-call", {"type": "approve"}
+    first = only_interrupt(await per_request(service, checkpointer, thread, user(), "per_call"))
+    assert (first.value["type"], first.value["args"]) == ("tool_approval", {"a": 1, "b": 0})
+    second = only_interrupt(
+        await per_request(service, checkpointer, thread, Command(resume={first.id: approve}), "per_call")
+    )
+    assert second.value["args"] == {"a": 2, "b": 0}
+    out = await per_request(service, checkpointer, thread, Command(resume={second.id: approve}), "per_call")
+    assert not out.interrupts
     assert [text_of(message) for message in tool_messages(out.value)] == ["1 2"]
