@@ -94,7 +94,7 @@ def _host_tool(tool: FunctionTool) -> HostTool:
         name=tool.name,
         run=run,
         description=tool.description,
-        input_schema=tool.params_json_schema,
+        input_schema=_kernel_schema(tool.params_json_schema),
         output_schema=_output_schema(tool),
         timeout=tool.timeout_seconds,
     )
@@ -139,6 +139,32 @@ async def invoke(tool: FunctionTool, call: HostCall) -> Any:
         raise ToolError(
             message or str(error) or type(error).__name__, server=HOST_SERVER, tool=tool.name
         ) from error
+
+
+def _kernel_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The tool's parameters for the kernel: a strict schema lists every parameter as required and
+    drops a ``None`` default, so a nullable one gets ``None`` back as its default (it is still sent)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    restored = {
+        name: {**prop, "default": None}
+        for name, prop in properties.items()
+        if name in schema.get("required", ())
+        and isinstance(prop, dict)
+        and "default" not in prop
+        and _nullable(prop)
+    }
+    return {**schema, "properties": {**properties, **restored}} if restored else schema
+
+
+def _nullable(prop: dict[str, Any]) -> bool:
+    kind = prop.get("type")
+    return (
+        kind == "null"
+        or (isinstance(kind, list) and "null" in kind)
+        or any(isinstance(option, dict) and option.get("type") == "null" for option in prop.get("anyOf", ()))
+    )
 
 
 class _Tripped(Exception):

@@ -255,3 +255,17 @@ async def test_the_tools_guardrails_apply_to_calls_from_the_code(idle_executor: 
         "ToolError guardrail 'no_secrets' of tool 'lookup' stopped the call",
     ]
     assert ran == ["A-1", "S-1"]  # an input guardrail's refusal never runs the tool
+
+
+async def test_optional_parameters_stay_optional_in_the_code(idle_executor: CodeExecutor) -> None:
+    @function_tool
+    def search(query: str, limit: int = 2, tag: str | None = None) -> list[str]:
+        """Search orders."""
+        return [f"{query}-{i}-{tag}" for i in range(limit)]
+
+    code = CodeActionTool(idle_executor)
+    model = scripted(
+        "from agent_tools import search\nprint(search(query='q'), search(query='r', limit=1, tag='t'))"
+    )
+    await run_to_end(clerk(code, model, [search]))
+    assert output_text(tool_outputs(model)[0]) == "['q-0-None', 'q-1-None'] ['r-0-t']"
