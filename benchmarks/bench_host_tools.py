@@ -19,6 +19,12 @@ MCP registry call   ``McpRegistry.call`` on the same kind of server from the app
 ipybox's overhead of a host call is *host from code - direct function*, that of an MCP call *MCP
 from code - MCP registry call*. Goal (issue 24): the host overhead is within +0.5 ms of the MCP
 overhead. The ratio *host from code / MCP from code* is printed too.
+
+Measured 2026-12-03 on the shared 2-CPU machine with four other agents' test runs going (300 calls x
+5 rounds, medians, three runs): host tool from code 0.57-1.56 ms, direct function 0.001 ms, MCP tool
+from code 4.5-8.3 ms, ``McpRegistry.call`` 2.6-6.3 ms; ipybox's overhead 0.57-1.56 ms for a host
+call against 1.9-2.2 ms for an MCP call (difference -0.4 to -1.3 ms: within the goal), ratio host /
+MCP from code 0.13-0.19. A host call crosses two processes (kernel, application), an MCP call three.
 """
 
 from __future__ import annotations
