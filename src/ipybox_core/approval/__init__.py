@@ -3,7 +3,13 @@
 from ipybox_core.approval.audit import AuditLog
 from ipybox_core.approval.gate import ApprovalGate, ApprovalListener
 from ipybox_core.approval.policy import ApprovalPolicy, ApprovalRules, PolicyCallable, RuleAction
-from ipybox_core.approval.request import ApprovalDecision, ApprovalKind, ApprovalRecord, ApprovalRequest
+from ipybox_core.approval.request import (
+    ApprovalDecision,
+    ApprovalKind,
+    ApprovalRecord,
+    ApprovalRequest,
+    CallOutcome,
+)
 
 __all__ = [
     "ApprovalDecision",
@@ -15,6 +21,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRules",
     "AuditLog",
+    "CallOutcome",
     "PolicyCallable",
     "RuleAction",
 ]

@@ -40,6 +40,20 @@ class ApprovalDecision:
 
 
 @dataclass(frozen=True)
+class CallOutcome:
+    """What a decided call came to: the tool's result, or why it gave none."""
+
+    ok: bool
+    """True when the call ran and the tool returned a result."""
+    structured: Any = None
+    """The result's structured content (``None`` when the tool sent none)."""
+    text: str = ""
+    """The result's text, or the error message when ``ok`` is false."""
+    error: str | None = None
+    """``None`` on success, else what the code saw: ``"rejected"``, ``"tool_error"``, ``"timeout"``, ..."""
+
+
+@dataclass(frozen=True)
 class JsonArguments:
     """A call's arguments kept as the JSON request body they arrived in (the object in its ``member``).
 
@@ -97,6 +111,7 @@ class ApprovalRequest:
         request out once the output up to it was handed out); None if the kernel sent none."""
         self.created_at = time.time()
         self._future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        self._outcome: asyncio.Future[CallOutcome] | None = None
 
     @property
     def args(self) -> dict[str, Any]:
@@ -156,6 +171,24 @@ class ApprovalRequest:
                 f"approval request {self.id} ({self.name}) was already decided by {previous.decided_by}"
             )
         self._future.set_result(decision)
+
+    def expect_outcome(self) -> None:
+        """Called by whoever will run the call (the kernel's tool server): :meth:`outcome` then
+        waits for what it reports with :meth:`finish`."""
+        if self._outcome is None:
+            self._outcome = asyncio.get_running_loop().create_future()
+
+    def finish(self, outcome: CallOutcome) -> None:
+        """Report what the call came to (once; later reports are ignored)."""
+        if self._outcome is not None and not self._outcome.done():
+            self._outcome.set_result(outcome)
+
+    async def outcome(self) -> CallOutcome | None:
+        """What the call came to once it ran (or was refused): the tool's result, for traces and
+        events. ``None`` where nobody reports it (a request relayed from ``ipybox serve``)."""
+        if self._outcome is None:
+            return None
+        return await asyncio.shield(self._outcome)
 
     def add_done_callback(self, callback: Callable[[ApprovalRequest], None]) -> None:
         """Call ``callback(self)`` once the request is decided, expired or abandoned."""

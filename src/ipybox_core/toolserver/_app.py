@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ipybox_core.approval import ApprovalGate, ApprovalRequest
 from ipybox_core.approval.gate import LIMIT_DECIDER
-from ipybox_core.approval.request import JsonArguments
+from ipybox_core.approval.request import CallOutcome, JsonArguments
 from ipybox_core.errors import McpServerError, McpTimeout, ToolError, UnknownToolError
 from ipybox_core.mcp.types import ToolInfo
 from ipybox_core.toolserver._parse_budget import ParseBudget
@@ -146,6 +146,7 @@ def build_app(
             annotations=info.annotations,
             output_mark=fields.mark,
         )
+        approval.expect_outcome()  # what the call came to, for the application's traces and events
         await _answer(
             lambda: _approved_call(backend, gate, approval, arguments, fields.unmarked, costs),
             receive,
@@ -328,19 +329,24 @@ async def _approved_call(
     unmarked: bool,
     costs: ParseBudget,
 ) -> bytes:
-    # An unmarked request may only pass a gate that never asks: checked right before deciding
-    # (no suspension in between), so a request the application sees always carries its mark.
-    if unmarked and not gate.never_asks:
-        return error_line(*_MARK_NEEDED)
-    decision = await gate.decide(approval)
-    if not decision.approved:
-        kind = _rejected(decision.decided_by)
-        return error_line(kind, f"{approval.name} was rejected: {decision.reason or 'no reason given'}")
-    if decision.arguments is not None:
-        return await _run_call(backend, gate, approval, decision.arguments)
-    async with costs.hold(arguments.size):  # the parsed arguments live while the call runs
-        parsed = await costs.parse(arguments.size, arguments.parse)
-        return await _run_call(backend, gate, approval, parsed)
+    try:
+        # An unmarked request may only pass a gate that never asks: checked right before deciding
+        # (no suspension in between), so a request the application sees always carries its mark.
+        if unmarked and not gate.never_asks:
+            return error_line(*_MARK_NEEDED)
+        decision = await gate.decide(approval)
+        if not decision.approved:
+            kind = _rejected(decision.decided_by)
+            message = f"{approval.name} was rejected: {decision.reason or 'no reason given'}"
+            approval.finish(CallOutcome(ok=False, text=message, error=kind))
+            return error_line(kind, message)
+        if decision.arguments is not None:
+            return await _run_call(backend, gate, approval, decision.arguments)
+        async with costs.hold(arguments.size):  # the parsed arguments live while the call runs
+            parsed = await costs.parse(arguments.size, arguments.parse)
+            return await _run_call(backend, gate, approval, parsed)
+    finally:  # whatever ended it (a refusal, a lost connection, a cancelled call): it is known now
+        approval.finish(CallOutcome(ok=False, text=f"{approval.name} did not run", error="not_run"))
 
 
 async def _run_call(
@@ -349,13 +355,14 @@ async def _run_call(
     try:
         result = await backend.call(approval.server, approval.tool, arguments)
     except ToolError as exc:
-        return error_line("tool_error", str(exc), code=exc.code)
+        return _failed(approval, "tool_error", exc, code=exc.code)
     except McpTimeout as exc:
-        return error_line("timeout", str(exc))
+        return _failed(approval, "timeout", exc)
     except McpServerError as exc:
-        return error_line("server_error", str(exc))
+        return _failed(approval, "server_error", exc)
     except UnknownToolError as exc:
-        return error_line("unknown_tool", str(exc))
+        return _failed(approval, "unknown_tool", exc)
+    approval.finish(CallOutcome(ok=True, structured=result.structured, text=_text_of(result.content)))
     answer: dict[str, Any] = {"structured": result.structured, "content": result.content}
     if result.notices:
         answer["notices"] = list(result.notices)  # the kernel prints them to the code's stderr
@@ -365,6 +372,15 @@ async def _run_call(
     if gate.never_asks:
         message["marks"] = False  # the runtime may leave the output mark out of its next requests
     return _line(message)
+
+
+def _failed(approval: ApprovalRequest, kind: str, exc: Exception, *, code: int | None = None) -> bytes:
+    approval.finish(CallOutcome(ok=False, text=str(exc), error=kind))
+    return error_line(kind, str(exc), code=code)
+
+
+def _text_of(content: list[dict[str, Any]]) -> str:
+    return "\n".join(str(block.get("text", "")) for block in content if block.get("type") == "text")
 
 
 async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest, unmarked: bool) -> bytes:

@@ -39,19 +39,34 @@ class HeldCallToolset(AbstractToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tool = ToolsetTool(
-            toolset=self, tool_def=self.tool_def, max_retries=0, args_validator=_ARGS_VALIDATOR
+            toolset=self,
+            tool_def=self.tool_def,
+            max_retries=0,
+            args_validator=_ARGS_VALIDATOR,
+            args_validator_func=self._ask_unless_approved,
         )
         return {self.tool_def.name: tool}
+
+    def _ask_unless_approved(self, ctx: RunContext[Any], **arguments: Any) -> None:
+        # Deferred while validating, as PydanticAI defers a ``requires_approval`` tool: the call
+        # is only executed (one ``execute_tool`` span) once it is approved.
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata=self.metadata)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        if not ctx.tool_call_approved:
-            raise ApprovalRequired(metadata=self.metadata)
         if self.request.pending:
             edited = None if tool_args == self.request.args else dict(tool_args)
             await self.request.accept(arguments=edited)
-        return LET_THROUGH
+        # The span and the tool result of this call are what the MCP tool returned, as for a
+        # native tool (where the outcome is not reported, e.g. over ipybox serve: that it was sent).
+        outcome = await self.request.outcome()
+        if outcome is None:
+            return LET_THROUGH
+        if not outcome.ok:
+            return f"{outcome.error}: {outcome.text}"
+        return outcome.structured if outcome.structured is not None else outcome.text
 
 
 async def dispatch_held_call(

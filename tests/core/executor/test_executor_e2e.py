@@ -528,3 +528,29 @@ async def test_wall_timeout_ends_an_execution_whose_approval_nobody_answers(exec
     assert ignored and not ignored[0].pending
     assert not executor.busy
     assert (await executor.execute("print('usable')")).text.strip() == "usable"
+
+
+async def test_a_decided_call_reports_what_it_came_to(executor: CodeExecutor) -> None:
+    """``ApprovalRequest.outcome()``: the MCP result of an approved call, the error of a failed one,
+    the refusal of a rejected one (what adapters show in traces and events)."""
+    code = (
+        "from mcptools.test import add, fail\n"
+        "print(add(a=2, b=3))\n"
+        "try:\n    fail()\nexcept Exception as error:\n    print(type(error).__name__)\n"
+        "try:\n    add(a=0, b=0)\nexcept PermissionError:\n    print('refused')\n"
+    )
+    outcomes = []
+    async for event in executor.stream(code):
+        if isinstance(event, ApprovalRequest):
+            if event.args == {"a": 0, "b": 0}:
+                await event.reject("not zero")
+            else:
+                await event.accept()
+            outcomes.append(await event.outcome())
+        elif isinstance(event, ExecutionResult):
+            assert event.text.split() == ["5", "ToolError", "refused"], event.text
+    added, failed, refused = outcomes
+    assert added is not None and (added.ok, added.structured, added.error) == (True, {"result": 5}, None)
+    assert failed is not None and (failed.ok, failed.error) == (False, "tool_error")
+    assert refused is not None and (refused.ok, refused.error) == (False, "rejected")
+    assert "not zero" in refused.text
