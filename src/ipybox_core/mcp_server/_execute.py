@@ -157,7 +157,7 @@ async def drive(
             if isinstance(event, OutputChunk):
                 await relay.send(event)
             elif isinstance(event, ExecutionResult):
-                event = _explain_missing_server(service, call.session, event)
+                event = _explain_missing_server(service, event)
                 return await relay.finish(execution_result(event, max_chars=call.max_chars))
             elif isinstance(event, ApprovalRequest):
                 channel = approver.channel(ctx)
@@ -179,16 +179,14 @@ async def drive(
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
-def _explain_missing_server(
-    service: IpyboxService, session: str | None, result: ExecutionResult
-) -> ExecutionResult:
+def _explain_missing_server(service: IpyboxService, result: ExecutionResult) -> ExecutionResult:
     """``ModuleNotFoundError`` for the API of a config server that failed to start: the error says
     that the server is not available, and why."""
     error = result.error
     if error is None or error.ename != "ModuleNotFoundError":
         return result
     match = _NO_MODULE.search(error.evalue)
-    message = service.unavailable_message(session, match.group(1)) if match else None
+    message = service.unavailable_message(match.group(1)) if match else None
     if message is None:
         return result
     explained = CodeError(error.ename, message, f"{error.traceback.rstrip()}\n\n{message}")

@@ -243,12 +243,14 @@ class IpyboxService:
             await self._started_pool()
         else:
             await self.session(None)
-        for name, error in self.failures().items():
+        failed = self.failures()
+        if failed:
+            name, error = next(iter(failed.items()))  # the first one: one line
             raise ServerStartFailed(
                 f"MCP server {name!r} from the config file failed to start: {first_line(error)}"
             )
 
-    def unavailable_message(self, key: str | None, module: str) -> str | None:
+    def unavailable_message(self, module: str) -> str | None:
         """The model's words for ``ModuleNotFoundError: No module named '<module>'`` when ``module``
         is the API of a config server that failed to start (``None`` otherwise)."""
         package = self.settings.api_dir.name if self.settings.api_dir is not None else "mcptools"
