@@ -27,6 +27,7 @@ DISTRIBUTION = {
     "jupyter_client": "jupyter-client",
     "langchain": "langchain",
     "langchain_core": "langchain-core",
+    "jsonschema": "jsonschema",
     "langgraph": "langgraph",
     "matplotlib": "matplotlib",
     "mcp": "mcp",

@@ -99,6 +99,7 @@ class ApprovalRequest:
         args: dict[str, Any] | JsonArguments,
         annotations: ToolAnnotations | None = None,
         output_mark: str | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> None:
         self.id: str = uuid.uuid4().hex
         self.kind: ApprovalKind = kind
@@ -106,6 +107,9 @@ class ApprovalRequest:
         self.tool = tool
         self._args = args
         self.annotations = annotations or ToolAnnotations()
+        self.input_schema = input_schema
+        """The tool's JSON Schema for its arguments (to check an edit before sending it); ``None``
+        for shell commands and requests relayed from ``ipybox serve``."""
         self.output_mark = output_mark
         """The output mark the kernel published before this request (the executor hands the
         request out once the output up to it was handed out); None if the kernel sent none."""

@@ -145,6 +145,7 @@ def build_app(
             args=arguments,
             annotations=info.annotations,
             output_mark=fields.mark,
+            input_schema=info.input_schema,
         )
         approval.expect_outcome()  # what the call came to, for the application's traces and events
         await _answer(

@@ -42,6 +42,7 @@ from ipybox_integrations.langchain._hitl import (
     TOOL_NAME,
     add_notice,
     apply_decision,
+    args_schema_of,
     decision_schema,
     decisions_for,
     edit_notice,
@@ -134,10 +135,10 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     try:
         if per_call:  # HumanInTheLoopMiddleware(interrupt_mode="per_call")'s shape
             question: object = tool_approval_request(request, call.call_id, settings.describe)
-            schema = decision_schema(request.name, allowed)
+            schema = decision_schema(request.name, allowed, args_schema_of(request))
         else:
             question = hitl_request(request, settings.allowed_decisions, settings.describe)
-            schema = response_schema(request.name, allowed)
+            schema = response_schema(request.name, allowed, args_schema_of(request))
         value = interrupt(question, response_schema=schema)
     except GraphInterrupt:
         # The execution waits in its executor; this tool remembers that it left it there.

@@ -23,11 +23,12 @@ from langchain.agents.middleware.human_in_the_loop import (
     ReviewConfig,
     ToolApprovalRequest,
 )
-from pydantic import Discriminator, TypeAdapter, ValidationError
+from pydantic import AfterValidator, Discriminator, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, ConfigError
+from ipybox_core.mcp._schema_import import import_jsonschema
 from ipybox_integrations._session import approval_description
 
 TOOL_NAME = "execute_code"
@@ -112,10 +113,18 @@ def default_description(request: ApprovalRequest) -> str:
     return f"Code run by the agent (execute_code) needs approval. {approval_description(request)}"
 
 
+def args_schema_of(request: ApprovalRequest) -> str | None:
+    """The tool's input schema as a cache key (JSON text) that an edit is checked against."""
+    return json.dumps(request.input_schema, sort_keys=True) if request.input_schema else None
+
+
 @functools.lru_cache(maxsize=512)
-def decision_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> Any:
+def decision_schema(
+    action_name: str, allowed: tuple[DecisionName, ...], args_schema: str | None = None
+) -> Any:
     """One decision of an allowed kind; an edit must keep the action's name (only the arguments
-    can change). The answer to a ``per_call`` question, and each decision of a ``HITLResponse``."""
+    can change), and its arguments must match the tool's input schema ``args_schema`` when known.
+    The answer to a ``per_call`` question, and each decision of a ``HITLResponse``."""
     typed_dict: Any = TypedDict  # the functional form with computed fields is beyond static typing
     members: list[Any] = []
     for name in allowed:
@@ -124,29 +133,62 @@ def decision_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> Any:
         elif name == "reject":
             members.append(RejectDecision)
         else:
-            edited = typed_dict("EditedAction", {"name": Literal[action_name], "args": dict[str, Any]})
+            arguments: Any = dict[str, Any]
+            if args_schema is not None:
+                arguments = Annotated[dict[str, Any], AfterValidator(_matching(action_name, args_schema))]
+            edited = typed_dict("EditedAction", {"name": Literal[action_name], "args": arguments})
             members.append(typed_dict("EditDecision", {"type": Literal["edit"], "edited_action": edited}))
     if len(members) == 1:
         return members[0]
     return Annotated[Union[tuple(members)], Discriminator("type")]  # noqa: UP007
 
 
+def _matching(action_name: str, args_schema: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A check that edited arguments match the tool's input schema (as the MCP server would)."""
+    import_jsonschema()
+    import jsonschema  # type: ignore[import-untyped]  # no type information ships with it
+
+    schema = json.loads(args_schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+
+    def check(arguments: dict[str, Any]) -> dict[str, Any]:
+        problems = [
+            f"{'.'.join(str(part) for part in error.absolute_path) or '(arguments)'}: {error.message}"
+            for error in validator.iter_errors(arguments)
+        ]
+        if problems:
+            raise ValueError(
+                f"the edited arguments do not match {action_name}'s input schema: {'; '.join(problems)}"
+            )
+        return arguments
+
+    return check
+
+
 @functools.lru_cache(maxsize=512)
-def response_schema(action_name: str, allowed: tuple[DecisionName, ...]) -> type[Any]:
+def response_schema(
+    action_name: str, allowed: tuple[DecisionName, ...], args_schema: str | None = None
+) -> type[Any]:
     """A TypedDict for the resume value: exactly one decision of an allowed kind.
 
     LangGraph validates a resume value against it before saving anything, so a malformed answer
-    can simply be given again.
+    (or an edit the tool's schema refuses) can simply be given again.
     """
     typed_dict: Any = TypedDict
-    decision: Any = decision_schema(action_name, allowed)
+    decision: Any = decision_schema(action_name, allowed, args_schema)
     decisions: Any = Annotated[list[decision], Len(1, 1)]
     return cast("type[Any]", typed_dict("HITLResponse", {"decisions": decisions}))
 
 
 @functools.lru_cache(maxsize=512)
-def _adapter(action_name: str, allowed: tuple[DecisionName, ...], per_call: bool) -> TypeAdapter[Any]:
-    schema = decision_schema(action_name, allowed) if per_call else response_schema(action_name, allowed)
+def _adapter(
+    action_name: str, allowed: tuple[DecisionName, ...], per_call: bool, args_schema: str | None
+) -> TypeAdapter[Any]:
+    schema = (
+        decision_schema(action_name, allowed, args_schema)
+        if per_call
+        else response_schema(action_name, allowed, args_schema)
+    )
     return TypeAdapter(schema)
 
 
@@ -154,14 +196,20 @@ def parse_response(
     value: object, request: ApprovalRequest, allowed: tuple[DecisionName, ...], *, per_call: bool = False
 ) -> Decision:
     """The one decision in a ``HITLResponse`` (``per_call``: the decision itself);
-    :class:`ApprovalError` if it is malformed or not allowed."""
+    :class:`ApprovalError` if it is malformed, not allowed, or an edit the tool's schema refuses."""
     allowed_here = decisions_for(request, allowed)
     expected = f"one of {list(allowed_here)}"
     if not per_call:
         expected = f'{{"decisions": [{expected}]}}'
     try:
-        response = _adapter(request.name, allowed_here, per_call).validate_python(value)
+        adapter = _adapter(request.name, allowed_here, per_call, args_schema_of(request))
+        response = adapter.validate_python(value)
     except ValidationError as error:
+        refused_edit = [e["msg"] for e in error.errors() if "input schema" in str(e.get("msg", ""))]
+        if refused_edit:
+            raise ApprovalError(
+                f"invalid answer to the approval request for {request.name}: {refused_edit[0]}"
+            ) from error
         raise ApprovalError(
             f"invalid answer to the approval request for {request.name}: expected "
             f"{expected}, got {value!r} ({error.error_count()} error(s))"

@@ -89,6 +89,31 @@ async def test_edit_changes_the_arguments_and_a_malformed_answer_can_be_given_ag
     assert text_of(tool_messages(out.value)[0]) == f"{notice}\n\nsum 42"
 
 
+async def test_an_edit_the_tools_schema_refuses_is_refused_at_resume_and_can_be_corrected(
+    idle_executor: CodeExecutor,
+) -> None:
+    middleware = CodeActionMiddleware(idle_executor, allowed_decisions=["approve", "edit", "reject"])
+    code = "from mcptools.test import add\nprint('sum', add(a=1, b=2))"
+    _, agent = make_agent([middleware], run_code_then_finish(code))
+    only_interrupt(await agent.ainvoke(user(), config("bad-edit"), version="v2"))
+
+    lots = {"type": "edit", "edited_action": {"name": "test.add", "args": {"a": "lots", "b": 2}}}
+    missing = {"type": "edit", "edited_action": {"name": "test.add", "args": {"a": 1}}}
+    for invalid, problem in (
+        (lots, "a: 'lots' is not of type 'integer'"),
+        (missing, "'b' is a required property"),
+    ):
+        with pytest.raises(ValueError, match="do not match test.add's input schema") as refused:
+            await resume(agent, "bad-edit", {"decisions": [invalid]})  # nothing saved, nothing sent
+        assert problem in str(refused.value)
+    assert idle_executor.busy  # the call still waits for a valid answer
+
+    fixed = {"type": "edit", "edited_action": {"name": "test.add", "args": {"a": 5, "b": 2}}}
+    out = await resume(agent, "bad-edit", {"decisions": [fixed]})
+    assert not out.interrupts
+    assert text_of(tool_messages(out.value)[0]).endswith("sum 7")
+
+
 async def test_the_reviewer_notice_of_an_edit_outlives_later_questions(idle_executor: CodeExecutor) -> None:
     # The edit is answered in one run, the result comes two runs later: the notice is derived from
     # the answers LangGraph stored, so it reaches the model (with each edit once).
