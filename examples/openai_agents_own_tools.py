@@ -121,9 +121,9 @@ async def main() -> int:
                         state.reject(item, rejection_message="the user said no")
                 result = await Runner.run(agent, state, context=context)
         # --8<-- [end:agent]
-        for item in result.new_items:
-            if item.type == "tool_call_output_item":
-                print(item.output)
+        for step in result.new_items:
+            if step.type == "tool_call_output_item":
+                print(step.output)
         print(result.final_output)
     return 0
 
