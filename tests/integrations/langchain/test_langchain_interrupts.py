@@ -103,7 +103,7 @@ async def test_an_edit_the_tools_schema_refuses_is_refused_at_resume_and_can_be_
         (lots, "a: 'lots' is not of type 'integer'"),
         (missing, "'b' is a required property"),
     ):
-        with pytest.raises(ValueError, match="do not match test.add's input schema") as refused:
+        with pytest.raises(ValueError, match=r"do not match test\.add's input schema") as refused:
             await resume(agent, "bad-edit", {"decisions": [invalid]})  # nothing saved, nothing sent
         assert problem in str(refused.value)
     assert idle_executor.busy  # the call still waits for a valid answer
