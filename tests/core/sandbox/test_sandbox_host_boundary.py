@@ -17,6 +17,7 @@ import secrets
 import socket
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -243,23 +244,34 @@ def test_pinned_kernel_sockets_refuse_links_and_survive_a_swap(tmp_path: Path) -
         assert stat.S_ISSOCK(os.lstat(moved).st_mode)
 
 
+def files_holding(secret: bytes, roots: list[Path], *, since: float) -> list[Path]:
+    """Regular files under ``roots`` written since ``since`` (smaller than 1 MiB) holding ``secret``."""
+    found = []
+    for root in roots:
+        for dirpath, _, filenames in os.walk(root):
+            for name in filenames:
+                path = Path(dirpath) / name
+                try:
+                    info = path.lstat()
+                    written = stat.S_ISREG(info.st_mode) and info.st_mtime >= since
+                    if written and info.st_size < 2**20 and secret in path.read_bytes():
+                        found.append(path)
+                except OSError:
+                    continue
+    return sorted(set(found))
+
+
 async def test_the_tool_server_token_is_never_on_disk(tmp_path: Path) -> None:
     require_bwrap()
+    started = time.time() - 2  # a file last written before the executor cannot hold its token
     async with CodeExecutor(workspace=tmp_path / "ws", sandbox=True) as executor:
         token = executor._toolserver.token.encode()  # type: ignore[union-attr]
-        found = []
-        roots = [Path("/tmp"), tmp_path]
-        for root in roots:
-            for dirpath, _, filenames in os.walk(root):
-                for name in filenames:
-                    path = Path(dirpath) / name
-                    try:
-                        small = path.is_file() and not path.is_symlink() and path.stat().st_size < 2**20
-                        if small and token in path.read_bytes():
-                            found.append(path)
-                    except OSError:
-                        continue
-        assert found == []
+        assert files_holding(token, [Path("/tmp"), tmp_path], since=started) == []
+        # control: the search finds the token where it was written
+        planted = tmp_path / "planted" / "copy.txt"
+        planted.parent.mkdir()
+        planted.write_bytes(b"token=" + token)
+        assert files_holding(token, [Path("/tmp"), tmp_path], since=started) == [planted]
         # control: the token is what the kernel uses, and it does reach the kernel
         seen = await executor.execute("import os\nprint(os.environ['IPYBOX_TOOL_TOKEN'])")
         assert seen.text.strip().encode() == token
