@@ -14,13 +14,14 @@ are learned from the approval requests themselves (server, tool), as they arrive
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from agents import FunctionTool, RunContextWrapper, tool_namespace
 from agents.tool_context import ToolContext
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalRequest, CallOutcome
 from ipybox_core.errors import ApprovalError
 from ipybox_core.executor.contract import ToolSummaries
 from ipybox_integrations.openai_agents._invocation import current_invocation
@@ -162,7 +163,20 @@ class ProxyTools:
             await request.accept()
         except ApprovalError as error:
             return f"not executed: {error}"
+        # The span's output is what the MCP call returned (where it is reported: not over ipybox serve).
+        return outcome_text(await request.outcome())
+
+
+def outcome_text(outcome: CallOutcome | None) -> str:
+    """A proxy's output: the call's result (JSON of its structured content, else its text), or
+    the error the code saw; ``"approved"`` where the outcome is not reported."""
+    if outcome is None:
         return "approved"
+    if not outcome.ok:
+        return f"{outcome.error}: {outcome.text}"
+    if outcome.structured is not None:
+        return json.dumps(outcome.structured, default=str, ensure_ascii=False)
+    return outcome.text
 
 
 def _shown(call_id: str) -> ApprovalRequest | None:

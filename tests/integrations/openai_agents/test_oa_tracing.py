@@ -83,3 +83,16 @@ async def test_sensitive_data_stays_out_of_nested_spans_when_the_outer_run_says_
     assert tool_outputs(model) == ["secret-argument"]
     assert "test.echo" in recorder.function_spans  # the proxy span, named by its qualified name
     assert all(data is None for data in recorder.function_spans.values())
+
+
+async def test_a_proxy_span_carries_the_mcp_result_not_approved(
+    idle_executor: CodeExecutor, recorder: Recorder
+) -> None:
+    code = CodeActionTool(idle_executor)
+    model = scripted(
+        "from mcptools.test import add, echo\nprint(add(a=2, b=2), echo(message='traced-result'))"
+    )
+    await run_to_end(make_agent(code, model))
+    assert tool_outputs(model) == ["4 traced-result"]
+    assert recorder.function_spans["test.add"][1] == '{"result": 4}'  # the MCP tool's structured result
+    assert recorder.function_spans["test.echo"][1] == "traced-result"
