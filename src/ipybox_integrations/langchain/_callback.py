@@ -13,6 +13,7 @@ from ipybox_integrations.langchain._hitl import (
     hitl_request,
     parse_response,
 )
+from ipybox_integrations.langchain._runs import record_call
 from ipybox_integrations.langchain._settings import ToolSettings
 from ipybox_integrations.langchain._stream import StreamWriter, next_stop
 
@@ -52,6 +53,7 @@ async def _run(
             if not isinstance(stop, ApprovalRequest):
                 return result_content(stop)
             add_notice(notes, edit_notice(await _decide(settings, stop)))
+            await record_call(stop)
 
 
 async def _decide(settings: ToolSettings, request: ApprovalRequest) -> object:

@@ -51,6 +51,7 @@ from ipybox_integrations.langchain._hitl import (
     response_schema,
     tool_approval_request,
 )
+from ipybox_integrations.langchain._runs import record_call
 from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ToolSettings
 from ipybox_integrations.langchain._stream import StreamWriter, next_stop
@@ -153,6 +154,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
         return
     decision = parse_response(value, request, settings.allowed_decisions, per_call=per_call)
     await apply_decision(request, decision)
+    await record_call(request)
     add_notice(call.edits, edit_notice(value))
     call.request = None
 
