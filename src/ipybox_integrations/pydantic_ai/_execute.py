@@ -205,6 +205,7 @@ class CodeRunner:
         request: ApprovalRequest,
     ) -> None:
         """Decide ``request`` inline through the run's handlers, or park the execution and defer."""
+        _within_tool_calls_limit(ctx)
         call = held_call(ref.call_id, request)
         metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
         await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
@@ -247,6 +248,7 @@ class CodeRunner:
         if decision == "reject":
             await self._finish(ctx, request, str(answer.get("reason") or DEFAULT_REJECT_REASON))
             return
+        _within_tool_calls_limit(ctx)
         arguments = answer.get("arguments")
         if isinstance(arguments, dict):
             call = ToolCallPart(call.tool_name, dict(arguments), tool_call_id=call.tool_call_id)
@@ -410,6 +412,15 @@ class CodeRunner:
         if ctx.run_id is None:
             return 0
         return await self.cancel(FAILED_RUN_REASON, run_id=ctx.run_id)
+
+
+def _within_tool_calls_limit(ctx: RunContext[Any]) -> None:
+    """A held call is a tool call of the run, as is the ``execute_code`` call it is part of (counted
+    when it returns): past the run's ``tool_calls_limit`` it is neither asked nor sent, and the run
+    ends with ``UsageLimitExceeded``, as when a model asks for one tool call too many."""
+    limits = ctx.usage_limits
+    if limits is not None and limits.tool_calls_limit is not None:
+        limits.check_before_tool_call(dataclasses.replace(ctx.usage, tool_calls=ctx.usage.tool_calls + 2))
 
 
 def _last_response_index(messages: list[ModelMessage]) -> int | None:
