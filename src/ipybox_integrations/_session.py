@@ -20,6 +20,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutorBusy, IpyboxError
 from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_core.executor.contract import Executor, Session, SessionSource
+from ipybox_core.hosttools import HOST_SERVER
 
 __all__ = ["Executor", "Session", "SessionSource"]
 
@@ -103,6 +104,8 @@ def approval_description(request: ApprovalRequest) -> str:
         return f"The code wants to run the shell command: {request.args.get('command', '')}"
     arguments = ", ".join(f"{key}={value!r}" for key, value in request.args.items())
     hint = f" [{', '.join(request.hints)}]" if request.hints else ""
+    if request.server == HOST_SERVER:  # one of the application's own tools (host tools)
+        return f"The code calls the agent's tool {request.tool}{hint}: {request.tool}({arguments})"
     return f"The code calls MCP tool {request.name}{hint}: {request.tool}({arguments})"
 
 
