@@ -12,6 +12,7 @@ message of the ``ToolError`` the code gets (the SDK's default formatter unless t
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import json
@@ -53,6 +54,7 @@ class AgentTools:
         self._exclude = exclude
         self._signature: tuple[tuple[str, int], ...] | None = None
         self._approvals: dict[str, ToolApproval] = {}
+        self._syncing = asyncio.Lock()
 
     def select(self, agent: Any) -> list[FunctionTool]:
         """The agent's function tools the selection takes (never ``execute_code`` itself)."""
@@ -74,12 +76,15 @@ class AgentTools:
         tools = self.select(agent)
         signature = tuple((tool.name, id(tool)) for tool in tools)
         register = getattr(source, "register_host_tools", None)
-        if signature == self._signature or register is None:
-            return False
-        await register([_host_tool(tool) for tool in tools])
-        self._approvals = {tool.name: tool.needs_approval for tool in tools}
-        self._signature = signature
-        return True
+        # One registration per change: runs of one agent started together (two users' first turns)
+        # must not each register and each rebuild the kernel agent's tools under the other's run.
+        async with self._syncing:
+            if signature == self._signature or register is None:
+                return False
+            await register([_host_tool(tool) for tool in tools])
+            self._approvals = {tool.name: tool.needs_approval for tool in tools}
+            self._signature = signature
+            return True
 
     def approval(self, server: str, tool: str) -> ToolApproval | None:
         """The ``needs_approval`` of an agent tool called from the code (``None``: not one)."""

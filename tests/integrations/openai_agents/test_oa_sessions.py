@@ -57,6 +57,45 @@ async def test_two_conversations_in_parallel_have_their_own_kernels(sessions: Se
     assert sorted(sessions.keys()) == ["alice", "bob"]
 
 
+async def test_first_turns_of_two_users_on_one_agent_at_once_keep_both_kernels(
+    sessions: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One agent, two users' first turns together: the agent's tools are registered once, and the
+    hidden kernel agent's tools are not rebuilt under the other run (the SDK refuses that with
+    "Agent.tools changed while concurrent runs were using the same Agent")."""
+    register = sessions.register_host_tools
+
+    async def slow_register(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.3)  # both first turns are inside the registration at once
+        return await register(*args, **kwargs)
+
+    monkeypatch.setattr(sessions, "register_host_tools", slow_register)
+    code = per_user(sessions)
+    agent = make_agent(code, ScriptedModel([]))
+    calls = iter(range(1000))
+
+    class Echoes(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            self.enqueue(ModelStep.respond(self.reply))
+            return await super().get_response(*args, **kwargs)
+
+        @staticmethod
+        def reply(call: ModelCall) -> list[Any]:
+            last = call.input[-1]
+            if last.get("type") == "function_call_output":
+                return [assistant_message(output_text(last["output"]))]
+            return [function_call("execute_code", {"code": last["content"]}, call_id=f"c{next(calls)}")]
+
+    agent.model = Echoes([])
+
+    async def turn(user: str, text: str) -> str:
+        return str((await Runner.run(agent, text, context={"user": user})).final_output)
+
+    slow = "import asyncio\nawait asyncio.sleep(1)\nmine = "  # each run still going while the other starts
+    await asyncio.gather(turn("alice", slow + "'alice'"), turn("bob", slow + "'bob'"))
+    assert [await turn("alice", "print(mine)"), await turn("bob", "print(mine)")] == ["alice", "bob"]
+
+
 async def test_a_pending_approval_does_not_make_another_conversation_busy(sessions: Sessions) -> None:
     code = per_user(sessions)
     waiting_model = scripted("from mcptools.test import echo\nprint(echo(message='later'))")
