@@ -63,17 +63,17 @@ def import_jsonschema_in_background() -> None:
     have output schemas calls it, so the first structured result of a process does not wait for it:
     an approval flow resumed in a fresh process would otherwise pay it right after the approval).
     """
-    global _background
+    global _started
     with _starting:
-        if _background is not None or "jsonschema" in sys.modules:
+        if _started or "jsonschema" in sys.modules:
             return
-        _background = threading.Thread(target=import_jsonschema, name="ipybox-import-jsonschema", daemon=True)
-        _background.start()
+        _started = True
+    threading.Thread(target=import_jsonschema, name="ipybox-import-jsonschema", daemon=True).start()
 
 
 _importing = threading.RLock()  # one import at a time: a caller waits for one under way
 _starting = threading.Lock()
-_background: threading.Thread | None = None
+_started = False
 
 
 def _import_jsonschema() -> None:

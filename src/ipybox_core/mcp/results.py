@@ -30,7 +30,7 @@ class ToolCallResult:
     @property
     def text(self) -> str:
         """The text of all text blocks, one per line."""
-        return "\n".join(block["text"] for block in self.content if block.get("type") == "text")
+        return content_text(self.content)
 
     @property
     def images(self) -> list[dict[str, Any]]:
@@ -38,11 +38,16 @@ class ToolCallResult:
         return [block for block in self.content if block.get("type") == "image"]
 
 
+def content_text(content: list[dict[str, Any]]) -> str:
+    """The text of the text blocks of MCP ``content`` (wire form), one per line."""
+    return "\n".join(str(block.get("text", "")) for block in content if block.get("type") == "text")
+
+
 def to_tool_call_result(result: CallToolResult, *, server: str, tool: ToolInfo) -> ToolCallResult:
     """Convert the SDK's result, raising :class:`ToolError` for an ``isError`` result."""
     content = [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content]
     if result.is_error:
-        message = "\n".join(block["text"] for block in content if block.get("type") == "text")
+        message = content_text(content)
         raise ToolError(
             message or f"tool {tool.name!r} failed without a message", server=server, tool=tool.name
         )

@@ -22,6 +22,7 @@ from ipybox_core.approval import ApprovalGate, ApprovalRequest
 from ipybox_core.approval.gate import LIMIT_DECIDER
 from ipybox_core.approval.request import CallOutcome, JsonArguments
 from ipybox_core.errors import McpServerError, McpTimeout, ToolError, UnknownToolError
+from ipybox_core.mcp.results import content_text
 from ipybox_core.mcp.types import ToolInfo
 from ipybox_core.toolserver._parse_budget import ParseBudget
 
@@ -363,7 +364,7 @@ async def _run_call(
         return _failed(approval, "server_error", exc)
     except UnknownToolError as exc:
         return _failed(approval, "unknown_tool", exc)
-    approval.finish(CallOutcome(ok=True, structured=result.structured, text=_text_of(result.content)))
+    approval.finish(CallOutcome(ok=True, structured=result.structured, text=content_text(result.content)))
     answer: dict[str, Any] = {"structured": result.structured, "content": result.content}
     if result.notices:
         answer["notices"] = list(result.notices)  # the kernel prints them to the code's stderr
@@ -378,10 +379,6 @@ async def _run_call(
 def _failed(approval: ApprovalRequest, kind: str, exc: Exception, *, code: int | None = None) -> bytes:
     approval.finish(CallOutcome(ok=False, text=str(exc), error=kind))
     return error_line(kind, str(exc), code=code)
-
-
-def _text_of(content: list[dict[str, Any]]) -> str:
-    return "\n".join(str(block.get("text", "")) for block in content if block.get("type") == "text")
 
 
 async def _approved_shell(gate: ApprovalGate, approval: ApprovalRequest, unmarked: bool) -> bytes:

@@ -143,6 +143,10 @@ def decision_schema(
     return Annotated[Union[tuple(members)], Discriminator("type")]  # noqa: UP007
 
 
+class RefusedEdit(ValueError):
+    """Edited arguments the tool's input schema refuses (one line naming each problem)."""
+
+
 def _matching(action_name: str, args_schema: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A check that edited arguments match the tool's input schema (as the MCP server would)."""
     import_jsonschema()
@@ -157,7 +161,7 @@ def _matching(action_name: str, args_schema: str) -> Callable[[dict[str, Any]], 
             for error in validator.iter_errors(arguments)
         ]
         if problems:
-            raise ValueError(
+            raise RefusedEdit(
                 f"the edited arguments do not match {action_name}'s input schema: {'; '.join(problems)}"
             )
         return arguments
@@ -205,7 +209,11 @@ def parse_response(
         adapter = _adapter(request.name, allowed_here, per_call, args_schema_of(request))
         response = adapter.validate_python(value)
     except ValidationError as error:
-        refused_edit = [e["msg"] for e in error.errors() if "input schema" in str(e.get("msg", ""))]
+        refused_edit = [
+            e["ctx"]["error"]
+            for e in error.errors()
+            if isinstance(e.get("ctx", {}).get("error"), RefusedEdit)
+        ]
         if refused_edit:
             raise ApprovalError(
                 f"invalid answer to the approval request for {request.name}: {refused_edit[0]}"
