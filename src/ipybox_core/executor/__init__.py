@@ -1,5 +1,6 @@
 """CodeExecutor, the events of an execution, and the protocols adapters type against."""
 
+from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.contract import Executor, SessionSource, ToolSummaries
 from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Execution
@@ -16,5 +17,6 @@ __all__ = [
     "OutputChunk",
     "RegisteredServer",
     "SessionSource",
+    "SharedTools",
     "ToolSummaries",
 ]

@@ -25,7 +25,7 @@ from ipybox_core.codegen import (
 )
 from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
 from ipybox_core.executor._conversation import ConversationExecutor, SharedSession
-from ipybox_core.executor._shared import SharedTools
+from ipybox_core.executor._shared import Registrar, SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit, Execution
 from ipybox_core.hosttools import HOST_SERVER, HostBackend, HostTool, HostTools
@@ -114,9 +114,12 @@ class CodeExecutor:
     (``from agent_tools import <tool>``, generated like an MCP server's API); their calls pass the
     approval policy and audit log as calls of server ``"agent_tools"`` and run in this process
     with the context :meth:`bind_tool_context` bound.
+
+    ``shared_tools`` (:class:`SharedTools`) gives the executor MCP connections and a generated API
+    that its owner (a :class:`~ipybox_core.sessions.Sessions`) keeps; ``mcp_servers`` and
+    ``api_dir`` are then not used.
     """
 
-    _shared: SharedTools | None = None  # set by _share_tools (a Sessions' executors)
     abandon_after: float | None = DEFAULT_ABANDON_AFTER
     """The in-process backstop: an approval of an execution started with a ``call_id`` that stays
     undecided this long (default 15 minutes) cancels the execution (its pending call never runs).
@@ -146,6 +149,7 @@ class CodeExecutor:
         kernel_gateway: str | GatewayConfig | None = None,
         gateway_token: str | None = None,
         host_tools: Iterable[HostTool] = (),
+        shared_tools: SharedTools | None = None,
     ) -> None:
         self._owned_workspace: weakref.finalize[Any, Any] | None = None
         if workspace is None:
@@ -196,6 +200,14 @@ class CodeExecutor:
         self._call: tuple[str, Execution] | None = None  # the last execution started with a call id
         self._stale_modules: set[str] = set()  # generated modules the kernel must forget
         self._state: str = "new"
+        self._shared = shared_tools
+        self._registrar: Registrar | None = None
+        if shared_tools is not None:
+            self._registry = shared_tools.registry
+            self._servers = dict(shared_tools.servers)
+            self.api_root = shared_tools.api_root
+            self._private_api = False
+            self._initial_servers = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -280,6 +292,8 @@ class CodeExecutor:
 
         Registering a name again replaces the server and its API.
         """
+        if self._registrar is not None:
+            return await self._registrar(name, config)
         self._check_own_servers()
         if name == HOST_SERVER and self._host_tools:
             raise ConfigError(HOST_NAME_TAKEN)
@@ -491,23 +505,15 @@ class CodeExecutor:
         self._host_stale = False
         await self._registry.restart()
 
-    # --- internals --------------------------------------------------------------------------
+    # --- for the owner of shared tools (Sessions, the service) -----------------------------
 
-    def _share_tools(self, shared: SharedTools) -> None:
-        """Use MCP connections and a generated API that someone else (a ``Sessions``) owns: the
-        executor neither connects, generates nor removes them; it closes only ``shared.registry``.
-        Call before :meth:`start`; ``mcp_servers``/``api_dir`` of the executor are then ignored."""
-        if self._state != "new":
-            raise RuntimeError("tools can be shared with an executor only before it starts")
-        self._shared = shared
-        self._registry = shared.registry
-        self._servers = dict(shared.servers)
-        self.api_root = shared.api_root
-        self._private_api = False
-        self._initial_servers = None
+    @property
+    def shared_tools(self) -> SharedTools | None:
+        """The MCP tools this executor uses without owning them (``CodeExecutor(shared_tools=...)``)."""
+        return self._shared
 
-    def _attach_server(self, registered: RegisteredServer) -> None:
-        """Make a server whose API was generated into the shared ``api_root`` usable (after start)."""
+    def attach_server(self, registered: RegisteredServer) -> None:
+        """Make a server whose API its owner generated into the shared ``api_root`` usable."""
         self._servers[registered.name] = registered
         self._stale_modules.add(registered.package.module)
         if self._kernel is not None:
@@ -515,7 +521,12 @@ class CodeExecutor:
                 f"{self.api_root.name}/{registered.package.module}", registered.package.path
             )
 
-    def _move_workspace(self, path: Path) -> None:
+    def delegate_registration(self, registrar: Registrar) -> None:
+        """Send this executor's :meth:`register_mcp_server` calls to ``registrar`` (its owner, who
+        connects the server and calls :meth:`attach_server`)."""
+        self._registrar = registrar
+
+    def move_workspace(self, path: Path) -> None:
         """Rename the workspace directory to ``path``. The running kernel keeps it (its working
         directory and a sandbox's bind follow the directory, not its name); kernels started later
         (restarts) start in ``path``."""
@@ -523,6 +534,8 @@ class CodeExecutor:
         self.workspace = path
         if isinstance(self._kernel, Kernel):
             self._kernel.relocate(self._kernel_config())
+
+    # --- internals --------------------------------------------------------------------------
 
     async def _write_host_tools(self) -> None:
         """(Re)generate the kernel's ``agent_tools`` package from the host tools."""
@@ -558,7 +571,7 @@ class CodeExecutor:
         if self._execution is execution:
             self._execution = None
         if self._shared is not None and self._shared.finished is not None:
-            self._shared.finished()
+            self._shared.finished(self)
 
     async def _interrupt(self) -> None:
         if self._kernel is not None:

@@ -22,7 +22,7 @@ import secrets
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -504,7 +504,10 @@ class IpyboxService:
                     "Run the setup code again."
                 )
             client.ready.set()
-            _own_servers(session.executor, lambda name, config: self._register_own(client, name, config))
+            # the servers its client registers with the register_mcp_server tool are the session's own
+            session.executor.delegate_registration(
+                lambda name, config: self._register_own(client, name, config)
+            )
             live = set(pool.keys())
             for stale in [other for other in self._clients if other not in live]:
                 del self._clients[stale]
@@ -568,9 +571,9 @@ class IpyboxService:
 
         executor, key = client.executor, client.key
         assert executor is not None
-        assert executor._shared is not None
+        assert executor.shared_tools is not None
         assert key is not None
-        shared = executor._shared
+        shared = executor.shared_tools
         if name in shared.servers:
             raise ConfigError(
                 f"MCP server {name!r} comes from the server's config file and is shared by every "
@@ -597,17 +600,8 @@ class IpyboxService:
         own.users = {**users, key: executor}
         self._own_apis[name] = own
         registered = RegisteredServer(name=name, config=parsed, package=own.package)
-        executor._attach_server(registered)
+        executor.attach_server(registered)
         return registered
-
-
-def _own_servers(
-    executor: CodeExecutor,
-    register: Callable[[str, Mapping[str, Any] | McpServerConfig], Coroutine[Any, Any, RegisteredServer]],
-) -> None:
-    """Let a :class:`Sessions` executor (whose servers its ``Sessions`` owns) take the servers its
-    client registers with the ``register_mcp_server`` tool."""
-    executor.register_mcp_server = register  # type: ignore[method-assign,assignment]
 
 
 def _remove_tree(directory: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from ipybox_core._safe_fs import SafeDir
 from ipybox_core.codegen import GeneratedPackage, generate_server_package
 from ipybox_core.errors import ConfigError, IpyboxError
-from ipybox_core.executor._shared import SharedTools
+from ipybox_core.executor import SharedTools
 from ipybox_core.executor.executor import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -403,7 +403,7 @@ class Sessions:
                 self._workspaces.move_into_place,
                 key,
                 executor.workspace,
-                executor._move_workspace,
+                executor.move_workspace,
                 taken_from=self._is_sandbox_uid,
             )
             if self._per_session:
@@ -494,13 +494,10 @@ class Sessions:
                 return
             await self._close(key, f"after {self.idle_timeout:g} s idle")
 
-    def _used(self, executor_id: int) -> Callable[[], None]:
-        def finished() -> None:
-            session = self._session_of.get(executor_id)
-            if session is not None:
-                session._last_use = time.monotonic()
-
-        return finished
+    def _used(self, executor: CodeExecutor) -> None:
+        session = self._session_of.get(id(executor))
+        if session is not None:
+            session._last_use = time.monotonic()
 
     # the warm pool
 
@@ -532,17 +529,15 @@ class Sessions:
         assert self._workspaces is not None
         assert self._api_root is not None
         workspace = self._workspaces.new_warm()
-        executor = CodeExecutor(workspace=workspace, **self._options)
         own = McpRegistry(connect_timeout=self._connect_timeout, call_timeout=self._call_timeout)
-        executor._share_tools(
-            SharedTools(
-                backend=_Router(own, self._registry),
-                registry=own,
-                servers=self._servers,
-                api_root=self._api_root,
-                finished=self._used(id(executor)),
-            )
+        shared = SharedTools(
+            backend=_Router(own, self._registry),
+            registry=own,
+            servers=self._servers,
+            api_root=self._api_root,
+            finished=self._used,
         )
+        executor = CodeExecutor(workspace=workspace, shared_tools=shared, **self._options)
         try:
             await executor.start()
             if executor.host_tools != self._options["host_tools"]:  # replaced while it started
@@ -582,17 +577,17 @@ class Sessions:
 
     async def _connect_own(self, key: str, executor: CodeExecutor) -> None:
         assert self._session_env is not None
-        assert executor._shared is not None
+        assert executor.shared_tools is not None
         base = os.environ if self._mcp_env is None else self._mcp_env
         environ = {**base, **self._session_env(key)}
-        own = executor._shared.registry
+        own = executor.shared_tools.registry
         for name, config in self._per_session.items():
             parsed = parse_server_config(name, config, environ=environ)
             tools = await own.add(name, parsed)
             registered = self._servers.get(name)
             if registered is None:
                 registered = await self._generate(name, parsed, tools)
-            executor._attach_server(registered)
+            executor.attach_server(registered)
 
     async def _generate(self, name: str, config: McpServerConfig, tools: list[ToolInfo]) -> RegisteredServer:
         assert self._api_root is not None
