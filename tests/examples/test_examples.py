@@ -109,8 +109,8 @@ def test_code_execution_sections() -> None:
 def test_approvals_policies_edits_shell_timeout_and_audit_log() -> None:
     out = run_example("approvals.py").stdout
     audit = [
-        "shop.list_products {} approved by rule:allow shop.list_*",
-        "shop.place_order {'product_id': 't-302'} rejected by rule:deny shop.place_order",
+        "shop.list_products {} approved by policy:allow shop.list_*",
+        "shop.place_order {'product_id': 't-302'} rejected by policy:deny shop.place_order",
         "shop.place_order {'product_id': 't-302', 'quantity': 5} approved as "
         "{'product_id': 't-302', 'quantity': 1} by user",
         "shell {'command': 'echo the shell ran'} approved by user",
@@ -118,7 +118,7 @@ def test_approvals_policies_edits_shell_timeout_and_audit_log() -> None:
         "shop.place_order {'product_id': 't-301'} rejected by timeout",
     ]
     code_side = [
-        "  refused: shop.place_order was rejected: denied by rule:deny shop.place_order",
+        "  refused: shop.place_order was rejected: denied by policy:deny shop.place_order",
         "  ordered 1",
         "  the shell ran",
         "  shell command rejected: denied by the approval policy",

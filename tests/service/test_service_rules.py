@@ -1,5 +1,5 @@
 """``ipybox serve --approval-rules``: the service decides by the rules, and the audit log says who
-decided every call (``rule:...``, ``client:<name>``, ``moved-on``, ``shutdown``), never a made-up
+decided every call (``policy:...``, ``client:<name>``, ``moved-on``, ``shutdown``), never a made-up
 ``user``."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ async def test_rules_decide_in_the_service_and_the_audit_log_names_every_decider
             executor = (await sessions.session("rules")).executor
             ran = await executor.stream(CALLS).next_stop()
             assert isinstance(ran, ExecutionResult), "a read-only call and a denied one ask nobody"
-            assert "sum 3" in ran.text and "refused: " in ran.text and "rule:deny test.die" in ran.text
+            assert "sum 3" in ran.text and "refused: " in ran.text and "policy:deny test.die" in ran.text
             counting = executor.stream("from mcptools.test import count\nprint(count())")
             asked = await counting.next_stop()
             assert isinstance(asked, ApprovalRequest) and asked.name == "test.count"
@@ -63,8 +63,8 @@ async def test_rules_decide_in_the_service_and_the_audit_log_names_every_decider
     finally:
         assert service.stop() == 0  # the call "w" still waits: the shutdown rejects it
     assert _decisions(audit) == [
-        ("add", True, "rule:read-only"),
-        ("die", False, "rule:deny test.die"),
+        ("add", True, "policy:read-only"),
+        ("die", False, "policy:deny test.die"),
         ("count", True, "client:rules-app"),
         ("count", False, "moved-on"),
         ("count", False, "shutdown"),

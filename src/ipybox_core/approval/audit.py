@@ -19,7 +19,7 @@ class AuditLog:
     """Appends an :class:`ApprovalRecord` per decided request to a JSON-lines file.
 
     Each line holds the time, the request (kind, server, tool, arguments), the decision, who or
-    what decided (``user``, ``policy:never``, ``rule:allow github.*``, ``timeout``, ...) and the
+    what decided (``user``, ``policy:never``, ``policy:allow github.*``, ``timeout``, ...) and the
     reason. Lines are written with a single ``write`` on an append-mode file, so several executors
     may share one log.
 

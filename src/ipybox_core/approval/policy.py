@@ -34,13 +34,13 @@ class ApprovalRules:
         key = request.name if request.kind == "mcp" else f"shell:{request.args.get('command', '')}"
         for pattern in self.deny:
             if fnmatch.fnmatchcase(key, pattern):
-                return "deny", f"rule:deny {pattern}"
+                return "deny", f"policy:deny {pattern}"
         for pattern in self.allow:
             if fnmatch.fnmatchcase(key, pattern):
-                return "allow", f"rule:allow {pattern}"
+                return "allow", f"policy:allow {pattern}"
         if self.allow_read_only and request.kind == "mcp" and request.annotations.read_only_hint:
-            return "allow", "rule:read-only"
-        return self.default, f"rule:default {self.default}"
+            return "allow", "policy:read-only"
+        return self.default, f"policy:default {self.default}"
 
 
 PolicyCallable: TypeAlias = Callable[[ApprovalRequest], "bool | Awaitable[bool | None] | None"]

@@ -307,12 +307,12 @@ async def test_rules_and_audit_log(tmp_path: Path) -> None:
         )
         done = await run(ex, code)
         assert [r.name for r in done.requests] == ["test.echo"]  # only the unmatched tool was asked
-        assert "denied: test.die was rejected: denied by rule:deny test.die" in done.text
+        assert "denied: test.die was rejected: denied by policy:deny test.die" in done.text
         assert "asked" in done.text
     lines = audit.read_text().splitlines()
     assert len(lines) == 4
-    assert '"decided_by": "rule:allow test.add"' in lines[0]
-    assert '"decided_by": "rule:read-only"' in lines[1]
+    assert '"decided_by": "policy:allow test.add"' in lines[0]
+    assert '"decided_by": "policy:read-only"' in lines[1]
 
 
 async def test_approval_timeout_rejects_with_a_reason(tmp_path: Path) -> None:

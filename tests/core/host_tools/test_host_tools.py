@@ -156,8 +156,8 @@ async def test_approvals_rules_and_audit_log_cover_host_calls(tmp_path: Path) ->
     records = [line for line in audit.read_text().splitlines() if line]
     assert len(records) == 4
     assert '"server": "agent_tools", "tool": "whoami"' in records[0]
-    assert '"decided_by": "rule:read-only"' in records[1]
-    assert '"decided_by": "rule:deny agent_tools.fail"' in records[2]
+    assert '"decided_by": "policy:read-only"' in records[1]
+    assert '"decided_by": "policy:deny agent_tools.fail"' in records[2]
 
 
 async def test_names_are_stable_and_collisions_are_refused(tmp_path: Path) -> None:

@@ -182,7 +182,7 @@ async def test_rules_auto_approve_read_only_and_allow_list_and_deny(served: Serv
     served.gate.policy = ApprovalRules(allow=["demo.add"], deny=["demo.fail"], allow_read_only=True)
     assert (await in_thread(lambda: served.call("add", {"a": 1}))).structured == {"result": 1}
     await in_thread(lambda: served.call("read", {}))
-    with pytest.raises(PermissionError, match=r"rule:deny demo\.fail"):
+    with pytest.raises(PermissionError, match=r"policy:deny demo\.fail"):
         await in_thread(lambda: served.call("fail", {}))
     task = asyncio.ensure_future(in_thread(lambda: served.call("slow", {})))
     while not served.requests:
