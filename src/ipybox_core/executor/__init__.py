@@ -5,6 +5,7 @@ from ipybox_core.executor.contract import Executor, SessionSource, ToolSummaries
 from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Execution
 from ipybox_core.executor.executor import DEFAULT_TIMEOUT, CodeExecutor, RegisteredServer
+from ipybox_core.executor.options import ExecutorOptions
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -14,6 +15,7 @@ __all__ = [
     "ExecutionEvent",
     "ExecutionResult",
     "Executor",
+    "ExecutorOptions",
     "OutputChunk",
     "RegisteredServer",
     "SessionSource",

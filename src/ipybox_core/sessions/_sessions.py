@@ -15,12 +15,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from ipybox_core._safe_fs import SafeDir
 from ipybox_core.codegen import GeneratedPackage, generate_server_package
 from ipybox_core.errors import ConfigError, IpyboxError
-from ipybox_core.executor import SharedTools
+from ipybox_core.executor import ExecutorOptions, SharedTools
 from ipybox_core.executor.executor import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -146,7 +146,7 @@ class Sessions:
         max_sessions: int = 100,
         idle_timeout: float | None = 900.0,
         session_env: Callable[[str], Mapping[str, str]] | None = None,
-        **executor_options: Any,
+        **executor_options: Unpack[ExecutorOptions],
     ) -> None:
         for name in _NOT_TEMPLATE:
             if name in executor_options:
@@ -168,7 +168,7 @@ class Sessions:
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self._session_env = session_env
-        self._options = dict(executor_options)
+        self._options: dict[str, Any] = dict(executor_options)
         self._host_tools = HostTools(self._options.get("host_tools", ()))
         self._options["host_tools"] = list(self._host_tools)
         self._host_package: GeneratedPackage | None = None  # for the reference only

@@ -79,3 +79,21 @@ def test_the_check_finds_a_back_door(tmp_path: Path) -> None:
         "session.executor._kernel",
         "executor.register_mcp_server",
     ]
+
+
+def test_the_typed_options_are_the_executors_keyword_arguments() -> None:
+    """``ExecutorOptions`` (what ``Sessions(**options)`` and the adapters take) cannot drift from
+    ``CodeExecutor.__init__``: an option added to one and not the other, or typed otherwise, fails here."""
+    from ipybox_core.executor import CodeExecutor, ExecutorOptions
+
+    def spelled(annotation: object) -> str:
+        return str(getattr(annotation, "__forward_arg__", annotation))
+
+    executor = {
+        name: spelled(annotation)
+        for name, annotation in CodeExecutor.__init__.__annotations__.items()
+        if name not in ("return", "shared_tools")
+    }
+    assert {
+        name: spelled(annotation) for name, annotation in ExecutorOptions.__annotations__.items()
+    } == executor

@@ -216,7 +216,7 @@ async def test_the_template_cannot_name_a_workspace_and_sessions_cannot_register
     with pytest.raises(ConfigError, match="workspace"):
         Sessions(workspace=tmp_path)
     with pytest.raises(ConfigError, match="aproval"):
-        Sessions(aproval="never")
+        Sessions(aproval="never")  # type: ignore[call-arg]  # mypy sees it too
     async with Sessions(root=tmp_path, warm=0) as sessions:
         session = await sessions.session("k")
         with pytest.raises(ConfigError, match="Sessions template"):
