@@ -8,7 +8,8 @@ measured in this run, variants interleaved so that machine noise hits both alike
    Goal: ratio <= 1.15.
 2. Cold start until ready: ``Kernel.start`` against ``AsyncKernelManager.start_kernel`` +
    ``start_channels`` + ``wait_for_ready``. Goal: ratio <= 1.2.
-3. ``KernelPool.acquire`` of a warm kernel, in milliseconds.
+
+A warm executor's acquire (kernel, tool server and sandbox ready) is measured by ``bench_sessions.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from jupyter_client import AsyncKernelManager
 
-from ipybox_core.kernel import Kernel, KernelConfig, KernelPool
+from ipybox_core.kernel import Kernel, KernelConfig
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
 TINY_ARGS = ["--rounds", "1", "--calls", "2"]
@@ -124,19 +125,6 @@ async def cold_starts(rounds: int) -> tuple[list[float], list[float]]:
     return ours, theirs
 
 
-async def pool_acquires(rounds: int) -> list[float]:
-    times: list[float] = []
-    async with KernelPool(KernelConfig(), size=2) as pool:
-        for _ in range(rounds):
-            while pool.ready < 2:
-                await asyncio.sleep(0.01)
-            started = time.perf_counter()
-            kernel = await pool.acquire()
-            times.append(time.perf_counter() - started)
-            await kernel.shutdown(now=True)
-    return times
-
-
 def report(
     name: str, ours: list[float], theirs: list[float], goal: float, unit: float, unit_name: str
 ) -> None:
@@ -163,9 +151,6 @@ async def main() -> None:
     ours, theirs = await cold_starts(args.rounds)
     report(f"cold start until ready ({args.rounds} runs)", ours, theirs, 1.2, 1000, "ms")
     print("  (wait_for_ready ends with 0.2 s of waiting for silence on iopub; ipybox waits for its welcome)")
-    acquires = await pool_acquires(args.rounds)
-    median_ms, max_ms = statistics.median(acquires) * 1000, max(acquires) * 1000
-    print(f"pool acquire of a warm kernel ({args.rounds} runs): median {median_ms:.3f}, max {max_ms:.3f} ms")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Stateful IPython kernels: start (optionally wrapped by a sandbox launcher), execute with a stream of
-typed events, timeouts, interrupts, death detection, bounded output, and a pool of warm kernels.
+typed events, timeouts, interrupts, death detection and bounded output.
 
 :class:`KernelBackend` is what the executor needs from a kernel; :mod:`ipybox_core.kernel.gateway`
 has the backend for kernels on a Jupyter Kernel Gateway / Enterprise Gateway."""
@@ -23,7 +23,6 @@ from ipybox_core.kernel.events import (
 from ipybox_core.kernel.kernel import Kernel
 from ipybox_core.kernel.launcher import InterruptMode, KernelLauncher, LaunchSpec
 from ipybox_core.kernel.output import ExecutionOutput, OutputCollector
-from ipybox_core.kernel.pool import KernelPool
 
 __all__ = [
     "ClearOutput",
@@ -39,7 +38,6 @@ __all__ = [
     "KernelConfig",
     "KernelEvent",
     "KernelLauncher",
-    "KernelPool",
     "LaunchSpec",
     "OutputCollector",
     "OutputTruncated",
