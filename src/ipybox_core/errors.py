@@ -116,6 +116,11 @@ class McpConnectionError(McpServerError):
     """Connecting to an MCP server failed, or the connection was lost."""
 
 
+class McpAuthorizationError(McpConnectionError):
+    """An MCP server refused this client (HTTP 401/403), or its OAuth authorization failed; the
+    message is one line naming the server and the fix."""
+
+
 class McpTimeout(McpServerError, TimeoutError):
     """An MCP server did not answer in time."""
 

@@ -6,8 +6,9 @@ server scenarios run against ``ipybox mcp`` over Streamable HTTP. Each scenario 
 ``baseline.yml`` says: a failure it does not list is a regression, and a listed scenario that
 passes means the baseline is stale (delete its line).
 
-The authorization scenarios all stop at the same first 401 until ipybox has OAuth (issue 27), so
-CI runs one of them besides the rest; run every scenario with ``python tests/conformance/run_all.py``.
+CI runs a few authorization scenarios (discovery and dynamic registration, scope step-up, a
+pre-registered client, client credentials, a mismatched resource) one by one; run every scenario
+with ``python tests/conformance/run_all.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ SCENARIOS = [
     "sse-retry",
     "elicitation-sep1034-client-defaults",
     "auth/metadata-default",
+    "auth/scope-step-up",
+    "auth/pre-registration",
+    "auth/client-credentials-basic",
     "auth/resource-mismatch",
 ]
 TIMING_CHECKS = {"client-sse-retry-timing"}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import httpx2
@@ -14,6 +15,7 @@ from mcp import StdioServerParameters, stdio_client
 from mcp.client._transport import Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared._httpx_utils import sse_within_origin as _sdk_sse_within_origin
 
 from ipybox_core._host_process import host_cwd, host_search_path
@@ -54,7 +56,20 @@ def _event_limit(config: McpServerConfig) -> int:
     return config.max_result_bytes + SSE_FRAMING_SLACK
 
 
-def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float) -> Transport:
+@dataclass(frozen=True)
+class HttpAuth:
+    """What an HTTP or SSE transport adds to its requests: OAuth, and a hook on every response."""
+
+    auth: httpx2.Auth | None = None
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None
+
+    def hooks(self) -> dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]]:
+        return {"response": [self.on_response]} if self.on_response is not None else {}
+
+
+def open_transport(
+    config: McpServerConfig, *, errlog: TextIO | None, connect_timeout: float, http: HttpAuth | None = None
+) -> Transport:
     """The transport for ``config``; a stdio server's stderr goes to ``errlog`` (a real file).
 
     A stdio server starts in its config's ``cwd``, else in ``/`` (never in ipybox's own working
@@ -72,20 +87,22 @@ def open_transport(config: McpServerConfig, *, errlog: TextIO | None, connect_ti
         )
         return stdio_client(params, errlog=errlog)
     if isinstance(config, SseServerConfig):
-        return _sse(config, connect_timeout)
+        return _sse(config, connect_timeout, http or HttpAuth())
     if isinstance(config, HttpServerConfig):
-        return _streamable_http(config, connect_timeout)
+        return _streamable_http(config, connect_timeout, http or HttpAuth())
     raise TypeError(f"unsupported MCP server config {type(config).__name__}")
 
 
 @asynccontextmanager
 async def _streamable_http(
-    config: HttpServerConfig, connect_timeout: float
+    config: HttpServerConfig, connect_timeout: float, extra: HttpAuth
 ) -> AsyncIterator[TransportStreams]:
     # No read timeout on the HTTP level: the call timeout bounds each request instead.
     timeout = httpx2.Timeout(connect_timeout, read=None)
     async with (
-        httpx2.AsyncClient(headers=config.headers, timeout=timeout) as http,
+        httpx2.AsyncClient(
+            headers=config.headers, timeout=timeout, auth=extra.auth, event_hooks=extra.hooks()
+        ) as http,
         streamable_http_client(
             config.url, http_client=http, max_sse_event_size=_event_limit(config)
         ) as streams,
@@ -94,7 +111,18 @@ async def _streamable_http(
 
 
 @asynccontextmanager
-async def _sse(config: SseServerConfig, connect_timeout: float) -> AsyncGenerator[TransportStreams]:
+async def _sse(
+    config: SseServerConfig, connect_timeout: float, extra: HttpAuth
+) -> AsyncGenerator[TransportStreams]:
+    def client_factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = extra.hooks()
+        return client
+
     async with AsyncExitStack() as stack:
         token = _sse_event_limit.set(_event_limit(config))
         try:  # the SDK opens its event source while entering, so the limit is needed only then
@@ -104,6 +132,8 @@ async def _sse(config: SseServerConfig, connect_timeout: float) -> AsyncGenerato
                     headers=config.headers or None,
                     timeout=connect_timeout,
                     sse_read_timeout=SSE_READ_TIMEOUT,
+                    httpx_client_factory=client_factory,
+                    auth=extra.auth,
                 )
             )
         finally:

@@ -3,7 +3,7 @@
 A config is given as a dict in the format of Claude Desktop / Claude Code / Cursor
 (``{"command": ..., "args": [...], "env": {...}}`` or ``{"url": ..., "headers": {...}}``) or as one
 of the models below. ``${VAR}`` and ``${VAR:-default}`` placeholders in ``command``, ``args``,
-``env``, ``cwd``, ``url`` and ``headers`` are filled from the host environment when the config is
+``env``, ``cwd``, ``url``, ``headers`` and ``auth`` are filled from the host environment when the config is
 parsed; the values then live only in the application process (a stdio server gets them in its
 environment, an HTTP server in its request headers), never in the kernel.
 """
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from ipybox_core.errors import ConfigError
 from ipybox_core.mcp._placeholders import PlaceholderFiller
+from ipybox_core.mcp.oauth_config import OAuthConfig
 
 Protocol = Literal["legacy", "auto"]
 
@@ -79,6 +80,14 @@ class StdioServerConfig(McpServerConfig):
 class _UrlServerConfig(McpServerConfig):
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    auth: OAuthConfig | None = Field(default=None, repr=False)
+    """OAuth 2.1 (``"oauth"`` or an :class:`~ipybox_core.mcp.oauth_config.OAuthConfig` dict); ``None``:
+    no authorization, or a static ``Authorization`` header in ``headers``."""
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_shorthand(cls, value: Any) -> Any:
+        return {"type": "oauth"} if value == "oauth" else value
 
     def describe(self) -> str:
         parts = urlsplit(self._template[0] if self._template else self.url)
@@ -152,7 +161,8 @@ def parse_server_config(
         parsed = model_type.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '(config)'}: {error['msg']}"
+            f"{'.'.join(str(part) for part in error['loc']) or '(config)'}: "
+            f"{error['msg'].removeprefix('Value error, ')}"
             for error in exc.errors()
         )
         raise ConfigError(f"{label}: invalid {_kind(model_type)} config: {problems}") from None
@@ -161,7 +171,7 @@ def parse_server_config(
     return parsed
 
 
-_FILLED_FIELDS = frozenset({"command", "args", "env", "cwd", "url", "headers"})
+_FILLED_FIELDS = frozenset({"command", "args", "env", "cwd", "url", "headers", "auth"})
 
 
 def _model_type(label: str, raw: Mapping[str, Any]) -> type[McpServerConfig]:

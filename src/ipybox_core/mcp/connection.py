@@ -33,13 +33,22 @@ from mcp import Client, MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation
 from pydantic import ValidationError
 
-from ipybox_core.errors import McpConnectionError, McpProtocolError, McpTimeout, ToolError, UnknownToolError
+from ipybox_core.errors import (
+    McpAuthorizationError,
+    McpConnectionError,
+    McpProtocolError,
+    McpTimeout,
+    ToolError,
+    UnknownToolError,
+)
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._schema_import import import_jsonschema, import_jsonschema_in_background
-from ipybox_core.mcp._transports import open_transport
+from ipybox_core.mcp._transports import HttpAuth, open_transport
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
+from ipybox_core.mcp.oauth import Authorize, AuthState, build_provider, failure_line
+from ipybox_core.mcp.oauth_store import FileTokenStore, TokenStore
 from ipybox_core.mcp.results import ToolCallResult, is_over_limit, result_too_large, to_tool_call_result
 from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolInfo
 
@@ -122,9 +131,13 @@ class McpConnection:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         log_dir: Path | None = None,
+        authorize: Authorize | None = None,
+        token_store: TokenStore | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self._auth_state = AuthState(name)
+        self._http = self._http_auth(authorize, token_store)
         self.connect_timeout = config.connect_timeout or connect_timeout
         self.call_timeout = config.call_timeout or call_timeout
         self._log_dir = log_dir
@@ -139,6 +152,35 @@ class McpConnection:
 
     def __repr__(self) -> str:
         return f"McpConnection({self.name!r}, {self.config.transport}: {self.config.describe()!r})"
+
+    def _http_auth(self, authorize: Authorize | None, token_store: TokenStore | None) -> HttpAuth | None:
+        """OAuth (when configured) and the response hook that notices a 401, for HTTP and SSE servers."""
+        url: str | None = getattr(self.config, "url", None)
+        if url is None:
+            return None
+        state = self._auth_state
+        endpoint = url.split("?", 1)[0].rstrip("/")
+
+        async def on_response(response: Any) -> None:
+            if str(response.request.url).split("?", 1)[0].rstrip("/") == endpoint:
+                await state.on_response(response)
+
+        oauth = getattr(self.config, "auth", None)
+        if oauth is None:
+            return HttpAuth(on_response=on_response)
+        store = token_store if token_store is not None else FileTokenStore()
+        provider = build_provider(self.name, url, oauth, store=store, authorize=authorize, state=state)
+        return HttpAuth(auth=provider, on_response=on_response)
+
+    def _authorization_failure(self) -> str | None:
+        """The one line for a failure that was about authorization, else ``None``."""
+        headers = {key.lower() for key in getattr(self.config, "headers", {})}
+        return failure_line(
+            self.name,
+            getattr(self.config, "auth", None),
+            self._auth_state,
+            static_header="authorization" in headers,
+        )
 
     # --- what is known about the server ---------------------------------------------------------
 
@@ -238,8 +280,9 @@ class McpConnection:
         self._actors.add(task)
         task.add_done_callback(self._actors.discard)
         started = time.monotonic()
+        self._auth_state.reset()
         try:
-            tools = await asyncio.wait_for(asyncio.shield(session.ready), self.connect_timeout)
+            tools = await self._wait_ready(session, started)
         except TimeoutError:
             session.ready.cancel()
             session.abort.cancel()
@@ -264,6 +307,18 @@ class McpConnection:
         if any(tool.output_schema is not None for tool in tools):  # off the first call's path
             import_jsonschema_in_background()
         return session
+
+    async def _wait_ready(self, session: _Session, started: float) -> list[ToolInfo]:
+        """The connect timeout, not counting the time a user spends authorizing in a browser."""
+        while True:
+            waiting = self._auth_state.waiting_since is not None
+            remaining = started + self.connect_timeout + self._auth_state.user_wait() - time.monotonic()
+            if remaining <= 0 and not waiting:
+                raise TimeoutError
+            try:
+                return await asyncio.wait_for(asyncio.shield(session.ready), max(remaining, 0.5))
+            except TimeoutError:
+                continue
 
     def _what(self) -> str:
         return f"{self.config.transport}: {self.config.describe()}"
@@ -313,7 +368,9 @@ class McpConnection:
         transport: LenientTransport | None = None
         try:
             with session.abort:
-                inner = open_transport(self.config, errlog=errlog, connect_timeout=self.connect_timeout)
+                inner = open_transport(
+                    self.config, errlog=errlog, connect_timeout=self.connect_timeout, http=self._http
+                )
                 transport = LenientTransport(
                     inner,
                     server=self.name,
@@ -347,7 +404,11 @@ class McpConnection:
                 session.end_reason = _describe(failure) + self._hint(failure)
             for scope in list(session.inflight):
                 scope.cancel()
-            if not session.ready.done():
+            refused = self._authorization_failure() if failure is not None else None
+            if refused is not None and not session.ready.done():
+                session.end_reason = refused
+                session.ready.set_exception(McpAuthorizationError(refused, server=self.name))
+            elif not session.ready.done():
                 reason = session.end_reason if failure is not None or garbage else "the connection ended"
                 session.ready.set_exception(
                     McpConnectionError(
@@ -417,6 +478,7 @@ class McpConnection:
         assert client is not None
         scope = anyio.CancelScope()
         session.inflight.add(scope)
+        self._auth_state.failure = None
         raw: CallToolResult | None = None
         try:
             with scope:
@@ -424,6 +486,9 @@ class McpConnection:
         except MCPError as exc:
             if is_over_limit(exc.message):  # refused by the SSE reader or by the lenient transport
                 raise result_too_large(self.name, tool, self.config.max_result_bytes) from exc
+            refused = self._authorization_failure()
+            if refused is not None:
+                raise McpAuthorizationError(refused, server=self.name) from exc
             if exc.code == CONNECTION_CLOSED:
                 raise await self._lost_error(session, tool) from exc
             raise self._call_error(exc, tool, limit) from exc

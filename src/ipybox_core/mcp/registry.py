@@ -17,6 +17,8 @@ from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 
 if TYPE_CHECKING:  # the MCP client library takes most of a second to import: loaded on first connect
     from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.oauth import Authorize
+    from ipybox_core.mcp.oauth_store import TokenStore
     from ipybox_core.mcp.results import ToolCallResult
 
 
@@ -27,6 +29,11 @@ class McpRegistry:
     ``environ`` fills ``${VAR}`` placeholders in configs (default: ``os.environ``). A stdio
     server's stderr is logged to ``log_dir/<name>.stderr.log`` (default: a temporary directory
     removed by :meth:`aclose`).
+
+    Servers whose config has ``"auth": "oauth"`` are authorized with OAuth 2.1: ``authorize`` is the
+    application's answer to an :class:`~ipybox_core.mcp.oauth.AuthorizationRequest` (open the URL,
+    return the URL the browser came back to), ``token_store`` keeps tokens on the host (default: a
+    :class:`~ipybox_core.mcp.oauth_store.FileTokenStore` under the user's state directory).
     """
 
     def __init__(
@@ -36,8 +43,12 @@ class McpRegistry:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         environ: Mapping[str, str] | None = None,
         log_dir: Path | None = None,
+        authorize: Authorize | None = None,
+        token_store: TokenStore | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
+        self.authorize = authorize
+        self.token_store = token_store
         self.call_timeout = call_timeout
         self._environ = environ
         self._log_dir = log_dir
@@ -96,6 +107,8 @@ class McpRegistry:
             connect_timeout=self.connect_timeout,
             call_timeout=self.call_timeout,
             log_dir=self.log_dir,
+            authorize=self.authorize,
+            token_store=self.token_store,
         )
         try:
             tools = await connection.connect()
