@@ -4,8 +4,8 @@
     python scripts/gen_llms_txt.py --check   # exit 1 if they are not up to date
 
 ``llms.txt`` lists the pages of ``mkdocs.yml``'s nav with a one-line summary each. ``llms-full.txt``
-is every page in nav order as plain Markdown: snippet includes (``--8<-- "examples/x.py:section"``)
-are expanded to the example code they show, and the API reference pages (``::: module.Name``) are
+is every page in nav order as plain Markdown: the example code the pages show (rendered by
+``scripts/render_docs.py``) as the examples hold it now, and the API reference pages (``::: module.Name``) are
 rendered from the docstrings with griffe, so an agent reading one file sees everything.
 """
 
@@ -21,14 +21,13 @@ from typing import Any
 
 import griffe
 import yaml
+from render_docs import render, without_markers
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 LLMS = DOCS / "llms.txt"
 LLMS_FULL = DOCS / "llms-full.txt"
 
-_INCLUDE = re.compile(r'^(?P<indent>\s*)--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$')
-_MARKER = re.compile(r"--8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]")
 _DIRECTIVE = re.compile(r"^::: (?P<path>[\w.]+)\s*$")
 
 
@@ -68,36 +67,9 @@ def nav_pages() -> list[Page]:
 # --- snippets -------------------------------------------------------------------------------------
 
 
-def snippet(path: str, section: str | None) -> str:
-    """The text ``--8<-- "path:section"`` includes, as pymdownx.snippets does (markers removed)."""
-    lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
-    if section is not None:
-        inside, kept = False, []
-        for line in lines:
-            marker = _MARKER.search(line)
-            if marker and marker["name"] == section:
-                inside = marker["kind"] == "start"
-                if not inside:
-                    break
-            elif inside:
-                kept.append(line)
-        if not kept:
-            raise ValueError(f"no section {section!r} in {path}")
-        lines = kept
-    text = "\n".join(line for line in lines if not _MARKER.search(line))
-    return textwrap.dedent(text) if section is not None else text
-
-
 def expand_snippets(markdown: str) -> str:
-    out: list[str] = []
-    for line in markdown.splitlines():
-        include = _INCLUDE.match(line)
-        if include is None:
-            out.append(line)
-            continue
-        text = snippet(include["path"], include["section"])
-        out.extend(include["indent"] + part if part else "" for part in text.splitlines())
-    return "\n".join(out)
+    """The page's snippets as the examples' current code (scripts/render_docs.py), markers dropped."""
+    return without_markers(render(markdown)[0])
 
 
 # --- API reference --------------------------------------------------------------------------------
