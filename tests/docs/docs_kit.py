@@ -1,22 +1,37 @@
-"""Reading the docs as data: fenced code blocks, snippet includes and the README's marked blocks."""
+"""Reading the docs as data: fenced code blocks, rendered snippets and the README's marked blocks."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import textwrap
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
 CODE_LANGUAGES = frozenset({"python", "py", "python3", "pycon", "ipython", "ipython3"})
-"""Fenced blocks in these languages are code: they must be snippet includes of examples/."""
+"""Fenced blocks in these languages are code: they must be snippets rendered from examples/."""
 
-INCLUDE = re.compile(r'^\s*--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$')
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-_MARKER = re.compile(r"--8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]")
+
+
+def load(path: Path, name: str) -> ModuleType:
+    """The Python file ``path`` as module ``name`` (scripts/ and docs/hooks/ are not packages)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+render_docs = load(ROOT / "scripts" / "render_docs.py", "render_docs")
 
 
 @dataclass(frozen=True)
@@ -69,23 +84,6 @@ def fenced_blocks(path: Path) -> list[Block]:
         blocks.append(Block(path, start + 1, language, "\n".join(body)))
         index += 1
     return blocks
-
-
-def section_text(path: Path, section: str) -> str:
-    """The lines between ``--8<-- [start:section]`` and ``[end:section]``, dedented, markers dropped."""
-    kept: list[str] = []
-    inside = found = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        marker = _MARKER.search(line)
-        if marker and marker["name"] == section:
-            found = found or marker["kind"] == "start"
-            inside = marker["kind"] == "start"
-            continue
-        if inside and not _MARKER.search(line):
-            kept.append(line)
-    if not found:
-        raise LookupError(f"no section {section!r} in {path}")
-    return textwrap.dedent("\n".join(kept)).strip("\n")
 
 
 def marked_block(name: str) -> str:

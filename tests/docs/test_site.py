@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from docs_kit import DOCS, ROOT
+from docs_kit import DOCS, ROOT, doc_pages, render_docs
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +46,21 @@ def test_snippets_are_expanded_into_the_pages(site: Path) -> None:
     assert "--8<--" not in quickstart
     framework = page_text(site, "frameworks/pydantic_ai")
     assert "class TerminalApprover:" in framework and "[start:" not in framework
+
+
+def test_each_snippet_is_shown_once_without_its_markers(site: Path) -> None:
+    checked = 0
+    for path in doc_pages():
+        markdown = path.read_text(encoding="utf-8")
+        url = path.relative_to(DOCS).with_suffix("").as_posix().removesuffix("index").rstrip("/")
+        raw = (site / url / "index.html").read_text(encoding="utf-8")
+        assert "<!-- snippet" not in raw and "<!-- /snippet" not in raw, url
+        text = page_text(site, url)
+        for snippet in render_docs.render(markdown)[2]:
+            first = next(line.strip() for line in snippet.code.splitlines() if line.strip())
+            assert text.count(first) == markdown.count(first), f"{path.name}:{snippet.line}: {first}"
+            checked += 1
+    assert checked >= 30
 
 
 def test_api_reference_is_rendered_from_docstrings(site: Path) -> None:

@@ -1,49 +1,71 @@
-"""Docs code is example code: every Python block of the docs is a snippet include of examples/.
+"""Docs code is example code: every Python block of the docs is a snippet rendered from examples/.
 
 Blocks in other languages (``text`` output, ``bash`` commands, ``json``/``toml`` data) are not code
-in this sense. A Python block may only hold ``--8<-- "examples/<file>[:section]"`` lines, each file
-exists, each section is marked in it, and each included script is run by a test.
+in this sense. A Python block must sit between ``<!-- snippet: examples/<file>[:section] -->`` and
+``<!-- /snippet -->`` (written by scripts/render_docs.py), hold exactly the example's current code,
+and each example it shows is run by a test. An include line (``--8<-- "examples/x.py:section"``)
+left in a page is a page that shows no code on GitHub or in a checkout: it fails here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
-from docs_kit import CODE_LANGUAGES, INCLUDE, README, ROOT, doc_pages, fenced_blocks, section_text
+from docs_kit import CODE_LANGUAGES, README, ROOT, doc_pages, fenced_blocks, render_docs
 
 TESTS = ROOT / "tests"
 
 
-def all_blocks() -> list:  # type: ignore[type-arg]
+def all_blocks() -> list[Any]:
     return [block for page in doc_pages() for block in fenced_blocks(page)]
 
 
-def includes() -> list[tuple[str, str, str | None]]:
-    """(where, path, section) of every snippet include in the docs."""
-    found = []
-    for page in doc_pages():
-        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-            match = INCLUDE.match(line)
-            if match:
-                found.append((f"{page.relative_to(ROOT)}:{number}", match["path"], match["section"]))
-    return found
+def rendered(page: Path) -> tuple[list[Any], list[Any]]:
+    """(problems, snippets) of a page as scripts/render_docs.py sees it."""
+    _, problems, snippets = render_docs.render(page.read_text(encoding="utf-8"))
+    return problems, snippets
 
 
-def test_the_docs_have_code_blocks_and_includes() -> None:
+def snippet_specs() -> list[tuple[str, str]]:
+    """(where, spec) of every snippet of the docs."""
+    return [
+        (f"{page.relative_to(ROOT)}:{snippet.line}", spec)
+        for page in doc_pages()
+        for snippet in rendered(page)[1]
+        for spec in snippet.specs
+    ]
+
+
+def test_the_docs_have_code_blocks_and_snippets() -> None:
     code = [block for block in all_blocks() if block.language in CODE_LANGUAGES]
-    assert len(code) >= 30 and len(includes()) >= 30  # the parser sees the pages as they are
+    assert len(code) >= 30 and len(snippet_specs()) >= 30  # the parser sees the pages as they are
 
 
-def test_every_python_block_is_a_snippet_include() -> None:
+def test_no_page_holds_an_unrendered_include_or_a_stale_snippet() -> None:
+    problems = [
+        f"{page.relative_to(ROOT)}:{problem.line}: {problem.message}"
+        for page in [*doc_pages(), README]
+        for problem in rendered(page)[0]
+    ]
+    assert not problems, (
+        "pages must show the examples' current code: run `python scripts/render_docs.py`\n"
+        + "\n".join(problems)
+    )
+
+
+def test_every_python_block_is_a_rendered_snippet() -> None:
+    snippet_fences = {(page, snippet.line + 1) for page in doc_pages() for snippet in rendered(page)[1]}
     handwritten = []
     for block in all_blocks():
-        if block.language not in CODE_LANGUAGES:
-            continue
-        lines = [line for line in block.body.splitlines() if line.strip()]
-        if not lines or not all(INCLUDE.match(line) for line in lines):
-            handwritten.append(f"{block.where}: {lines[0] if lines else '(empty)'}")
+        if block.language in CODE_LANGUAGES and (block.path, block.line) not in snippet_fences:
+            first = next((line for line in block.body.splitlines() if line.strip()), "(empty)")
+            handwritten.append(f"{block.where}: {first}")
     assert not handwritten, (
-        'Python blocks in the docs must be included from examples/ (--8<-- "examples/x.py:section"); '
-        "use ```text for output. Hand-written blocks:\n" + "\n".join(handwritten)
+        "Python blocks in the docs must come from examples/: write a block holding only\n"
+        '--8<-- "examples/x.py:section" and run `python scripts/render_docs.py`; use ```text for '
+        "output. Hand-written blocks:\n" + "\n".join(handwritten)
     )
 
 
@@ -52,13 +74,13 @@ def test_every_block_has_a_language() -> None:
     assert not bare, "give every fenced block a language (text for output): " + ", ".join(bare)
 
 
-@pytest.mark.parametrize(("where", "path", "section"), includes(), ids=lambda value: str(value))
-def test_include_points_at_an_example_that_a_test_runs(where: str, path: str, section: str | None) -> None:
+@pytest.mark.parametrize(("where", "spec"), snippet_specs(), ids=lambda value: str(value))
+def test_snippet_shows_an_example_that_a_test_runs(where: str, spec: str) -> None:
+    path = spec.partition(":")[0]
     assert path.startswith("examples/"), f"{where}: snippets come from examples/, not {path}"
     file = ROOT / path
     assert file.is_file(), f"{where}: {path} does not exist"
-    if section is not None:
-        assert section_text(file, section).strip(), f"{where}: section {section!r} of {path} is empty"
+    assert render_docs.example_code(spec).strip(), f"{where}: {spec} shows no code"
     if file.suffix == ".py":
         sources = "\n".join(test.read_text(encoding="utf-8") for test in TESTS.rglob("test_*.py"))
         assert f'"{file.name}"' in sources, f"{where}: no test runs {path}"
@@ -67,12 +89,7 @@ def test_include_points_at_an_example_that_a_test_runs(where: str, path: str, se
 def test_readme_example_is_the_quickstart_section() -> None:
     blocks = [block for block in fenced_blocks(README) if block.language in CODE_LANGUAGES]
     assert len(blocks) == 1, "README.md should show exactly one Python example"
-    expected = section_text(ROOT / "examples" / "quickstart.py", "quickstart")
+    expected = render_docs.example_code("examples/quickstart.py:quickstart")
     assert blocks[0].body.strip("\n") == expected, (
         "README.md's example must be examples/quickstart.py's `quickstart` section, verbatim"
     )
-
-
-def test_the_section_reader_rejects_a_missing_section() -> None:
-    with pytest.raises(LookupError):
-        section_text(ROOT / "examples" / "quickstart.py", "no-such-section")
