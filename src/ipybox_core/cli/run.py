@@ -13,10 +13,12 @@ from ipybox_core.cli._console import CodeOutput, Console
 from ipybox_core.cli._errors import EXIT_CODE_ERROR, EXIT_OK, UsageError
 from ipybox_core.cli._options import add_executor_options, check_paths, positive_float, sandbox_setting
 from ipybox_core.cli._prompt import TerminalApprover
+from ipybox_core.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from ipybox_core.errors import CodeError
     from ipybox_core.executor import CodeExecutor
+    from ipybox_core.mcp.oauth import Authorize
 
 DESCRIPTION = """\
 Execute a Python file (or code from stdin with "-") in a fresh IPython kernel. MCP servers from
@@ -32,6 +34,11 @@ exit codes: 0 success, 1 the code raised, 2 usage or configuration error,
 examples:
   ipybox run script.py --config mcp.json
   echo 'print(1 + 1)' | ipybox run -
+
+OAuth: a server with "auth": "oauth" in --config that needs your authorization prints its URL (and
+opens it in the browser where there is one); ipybox receives the redirect on the config's loopback
+redirect_uri (default http://127.0.0.1:33418/callback) and keeps the tokens in
+~/.local/state/ipybox/oauth (or $IPYBOX_STATE_DIR/oauth) for the next run.
 """
 
 
@@ -98,6 +105,7 @@ async def _run(
         mcp_env=env.mcp_env,
         kernel_env=env.kernel_env,
         timeout=args.timeout,
+        mcp_authorize=_authorization_prompt(console),
     ) as executor:
         for name, config in configs.items():
             console.progress(
@@ -157,6 +165,21 @@ def _unregistered_server(error: CodeError, registered: set[str]) -> str | None:
         )
     known = ", ".join(sorted(registered))
     return f"the code imports {module}, but --config registers no MCP server {name!r} (registered: {known})"
+
+
+def _authorization_prompt(console: Console) -> Authorize:
+    """Show an MCP server's authorization URL (even with --quiet), open it, catch the redirect on loopback."""
+    import os
+
+    from ipybox_core.mcp.oauth_loopback import browser_authorize
+
+    def show(line: str) -> None:
+        print(console.style("ipybox: ", "bold") + terminal_safe(line), file=console.stream, flush=True)
+
+    graphical = sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    return browser_authorize(show=show, open_browser=graphical)  # no text-mode browser in this terminal
 
 
 def _image_note(png: bytes, number: int, folder: Path | None) -> str:

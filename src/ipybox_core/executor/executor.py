@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipybox_core.approval import ApprovalGate, ApprovalPolicy, ApprovalRequest, AuditLog
 from ipybox_core.codegen import (
@@ -41,9 +41,13 @@ from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.mcp.oauth_store import TokenStore
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
 from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
 from ipybox_core.toolserver import ToolServer
+
+if TYPE_CHECKING:
+    from ipybox_core.mcp.oauth import Authorize
 
 DEFAULT_TIMEOUT = 120.0
 ABANDONED_AFTER = "abandoned: nobody decided this call within {delay:g} s (the executor's abandon_after)"
@@ -102,7 +106,9 @@ class CodeExecutor:
 
     MCP server configs may use ``${VAR}`` placeholders, filled from ``mcp_env`` (default: the
     host's environment). The kernel sees none of that: its environment is only ``kernel_env`` plus
-    what the kernel needs to run.
+    what the kernel needs to run. Servers with ``"auth": "oauth"`` are authorized on the host:
+    ``mcp_authorize`` answers their :class:`~ipybox_core.mcp.oauth.AuthorizationRequest` (a URL for a
+    user to open), ``mcp_token_store`` keeps their tokens (default: the user's state directory).
 
     ``kernel_gateway`` (a URL, with ``gateway_token``, or a :class:`GatewayConfig`) runs the kernel on
     a Jupyter Kernel Gateway / Enterprise Gateway instead of locally; the tool server then listens on
@@ -150,6 +156,8 @@ class CodeExecutor:
         gateway_token: str | None = None,
         host_tools: Iterable[HostTool] = (),
         shared_tools: SharedTools | None = None,
+        mcp_authorize: Authorize | None = None,
+        mcp_token_store: TokenStore | None = None,
     ) -> None:
         self._owned_workspace: weakref.finalize[Any, Any] | None = None
         if workspace is None:
@@ -181,7 +189,11 @@ class CodeExecutor:
         )
         self._mcp_env = mcp_env
         self._registry = McpRegistry(
-            connect_timeout=connect_timeout, call_timeout=call_timeout, environ=mcp_env
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
+            environ=mcp_env,
+            authorize=mcp_authorize,
+            token_store=mcp_token_store,
         )
         self._initial_servers = mcp_servers
         self._approve_shell = approve_shell
@@ -456,6 +468,7 @@ class CodeExecutor:
         if scope is not None and not call_id.startswith(scope):
             return 0
         await execution.cancel(reason or MOVED_ON)
+        self._call = None  # cancelled by the application: nothing left to reattach to
         return 1
 
     @property
