@@ -9,7 +9,9 @@ agent = Agent("openai:gpt-5", capabilities=[code_action], output_type=[str, Defe
 ```
 
 Every MCP call of the code goes through PydanticAI's approvals: inline through a handler
-capability, or as ``DeferredToolRequests`` answered with :func:`approval_results`.
+capability, or as ``DeferredToolRequests`` answered with :func:`approval_results`. The agent's own
+tools are callable from the code too (``from agent_tools import <tool>``), asking only when the tool
+requires approval; ``CodeAction(executor, agent_tools=False)`` opts out.
 Needs ipybox's ``pydantic-ai`` extra (in an ipybox checkout: ``pip install -e '.[pydantic-ai]'``).
 """
 
@@ -21,6 +23,7 @@ except ImportError as error:  # pragma: no cover - exercised by a test that hide
         "pydantic-ai extra (in an ipybox checkout: pip install -e '.[pydantic-ai]')"
     ) from error
 
+from ipybox_integrations.pydantic_ai._agent_tools import AgentToolSelection
 from ipybox_integrations.pydantic_ai.approvals import (
     Decider,
     Decision,
@@ -34,6 +37,7 @@ from ipybox_integrations.pydantic_ai.events import ApprovalDecided, ApprovalRequ
 
 __all__ = [
     "TOOL_NAME",
+    "AgentToolSelection",
     "ApprovalDecided",
     "ApprovalRequested",
     "CodeAction",

@@ -47,8 +47,9 @@ from pydantic_ai.messages import (
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
+from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError, ToolError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+from ipybox_core.hosttools import HOST_SERVER
 from ipybox_core.suspended import MOVED_ON
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
@@ -64,6 +65,13 @@ from ipybox_integrations._session import (
     with_notes,
 )
 from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations.pydantic_ai._agent_tools import (
+    NO_APPROVAL,
+    AgentTools,
+    denied_message,
+    dispatch_agent_tool_call,
+)
+from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai.approvals import (
     DEFAULT_REJECT_REASON,
@@ -115,8 +123,11 @@ class CodeRunner:
         key: ConversationKey | None,
         timeout: float | None,
         abandon_after: float | None,
+        agent_tools: AgentTools | None = None,
     ) -> None:
         self.conversations = conversations
+        self.agent_tools = agent_tools
+        """The agent's own tools the code calls (``from agent_tools import ...``), if any."""
         self.tool_name = tool_name
         self.key = key or default_conversation_key
         self.timeout = timeout
@@ -166,6 +177,9 @@ class CodeRunner:
                 return with_notes(notes, BUSY_MESSAGE)
             execution = started
         ref = CallRef(conversation, call_id, ctx.run_id)
+        bind = getattr(executor, "bind_tool_context", None)
+        if bind is not None:
+            bind(ctx)  # the agent tools this execution's code calls run in this run
         try:
             if request is not None and request.pending:
                 await self._answer_deferred(ctx, ref, executor, execution, request)
@@ -208,6 +222,9 @@ class CodeRunner:
         _within_tool_calls_limit(ctx)
         call = held_call(ref.call_id, request)
         metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
+        if self._is_agent_tool(request):
+            await self._call_agent_tool(ctx, ref, execution, request, call, metadata)
+            return
         await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
         try:
             denied = await dispatch_held_call(
@@ -252,6 +269,9 @@ class CodeRunner:
         arguments = answer.get("arguments")
         if isinstance(arguments, dict):
             call = ToolCallPart(call.tool_name, dict(arguments), tool_call_id=call.tool_call_id)
+        if self._is_agent_tool(request):
+            await self._call_agent_tool(ctx, ref, execution, request, call, metadata, approved=True)
+            return
         try:
             denied = await dispatch_held_call(
                 ctx, request, call, metadata, description=self._describe(executor, request), approved=True
@@ -273,6 +293,57 @@ class CodeRunner:
         await _emit(
             ctx, ApprovalDecided(approval_id=request.id, name=request.name, approved=approved, reason=reason)
         )
+
+    # --- the agent's own tools -------------------------------------------------------------
+
+    def _is_agent_tool(self, request: ApprovalRequest) -> bool:
+        return self.agent_tools is not None and request.kind == "mcp" and request.server == HOST_SERVER
+
+    async def _call_agent_tool(
+        self,
+        ctx: RunContext[Any],
+        ref: CallRef,
+        execution: Execution,
+        request: ApprovalRequest,
+        call: ToolCallPart,
+        metadata: dict[str, Any],
+        *,
+        approved: bool = False,
+    ) -> None:
+        """Decide and run a held call of one of the agent's tools the PydanticAI way: asked (inline,
+        or deferred: the execution parks) only when the tool requires approval; the call's outcome
+        is kept for the tool server, which lets it through to the code."""
+        assert self.agent_tools is not None
+        results = self.agent_tools.results
+        tool = self.agent_tools.tool(ctx, request.tool)
+        if tool is None:
+            results.put(request.tool, request.args, ToolError(_UNAVAILABLE.format(name=request.tool)))
+            await request.accept(decided_by=NO_APPROVAL)
+            return
+        asked: list[bool] = [approved]
+
+        async def on_ask() -> None:
+            asked[0] = True
+            await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
+
+        denied_reason: str | None
+        try:
+            result = await dispatch_agent_tool_call(
+                ctx, tool, call, request, metadata, approved=approved, results=results, on_ask=on_ask
+            )
+        except ApprovalRequired as held:  # with the tool's own metadata, if it raised some
+            self._park(ref, execution, request)
+            raise ApprovalRequired(metadata=held.metadata or metadata) from None
+        except Exception as error:  # the tool's error (delivered), or a handler's or hook's
+            denied_reason = None if not request.pending else _error_message(error)
+            if denied_reason is not None and not asked[0]:  # before the tool ran: an error for the code
+                results.put(request.tool, request.args, ToolError(denied_reason))
+                await request.accept(decided_by=NO_APPROVAL)
+                return
+        else:
+            denied_reason = denied_message(result)
+        if asked[0]:
+            await self._finish(ctx, request, denied_reason)
 
     def _describe(self, executor: Executor, request: ApprovalRequest) -> str:
         return executor.tool_description(request.server, request.tool) or approval_description(request)

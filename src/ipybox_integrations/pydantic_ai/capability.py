@@ -19,6 +19,7 @@ from ipybox_core.executor import CodeExecutor
 from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, Executor, SessionSource
+from ipybox_integrations.pydantic_ai._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.pydantic_ai._execute import CodeRunner, ConversationKey
 from ipybox_integrations.pydantic_ai.approvals import named_requests
 
@@ -57,6 +58,17 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     ``CodeExecutor``'s ``abandon_after`` (15 minutes), the service's ``--approval-timeout`` for
     ``RemoteSessions``; pass ``abandon_after`` (seconds) to have this capability cancel a deferred
     call sooner. :meth:`cancel_suspended` and :meth:`aclose` interrupt what still waits.
+
+    ``agent_tools``: the agent's own tools the code can call, as typed functions (``from
+    agent_tools import <tool>``, in the prompt's API reference): every function tool and toolset
+    tool of the run step (its MCP toolsets' too, after ``prepare``) by default (``None``/``True``),
+    none (``False``), the named ones (a list) or those a predicate on the ``ToolDefinition`` takes;
+    never ``execute_code``. A call runs here, in the application, with a ``RunContext`` of the run
+    (``ctx.deps``); ``requires_approval=True`` or ``ApprovalRequired`` asks like an MCP call of the
+    code (inline or deferred, named after the tool, server ``agent_tools``); a tool that asks
+    nothing runs at once; ``ModelRetry`` or any error reaches the code as ``ToolError`` with its
+    message (not counted against the tool's retries). Over ``RemoteSessions`` the agent's tools are
+    not offered (``agent_tools=`` raises :class:`~ipybox_core.errors.ConfigError`).
     """
 
     def __init__(
@@ -71,6 +83,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         abandon_after: float | None = None,
         reference_max_chars: int | None = None,
         id: str | None = None,
+        agent_tools: AgentToolSelection = None,
         **executor_options: Any,
     ) -> None:
         if executor is not None and (
@@ -96,8 +109,14 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         self.executor: Executor | None = source if isinstance(source, Executor) else None
         """The one executor every conversation uses (``None`` when given ``Sessions``)."""
         self.reference_max_chars = reference_max_chars
+        self._agent_tools = AgentTools(agent_tools, hosts=hasattr(source, "register_host_tools"))
         self._runner = CodeRunner(
-            self.conversations, tool_name=TOOL_NAME, key=key, timeout=timeout, abandon_after=abandon_after
+            self.conversations,
+            tool_name=TOOL_NAME,
+            key=key,
+            timeout=timeout,
+            abandon_after=abandon_after,
+            agent_tools=self._agent_tools,
         )
         self._start_lock = asyncio.Lock()
         self._started = self._owned is None
@@ -207,7 +226,9 @@ class CodeAction(AbstractCapability[AgentDepsT]):
 
     # --- the tool ---------------------------------------------------------------------------
 
-    def _instructions(self, ctx: RunContext[Any]) -> str:
+    async def _instructions(self, ctx: RunContext[Any]) -> str:
+        await self.start()
+        await self._agent_tools.sync(self.conversations.source, ctx)  # this step's tools
         section = self.conversations.prompt_section(max_chars=self.reference_max_chars)
         notes = self._runner.pending_notes(ctx)
         return "\n\n".join([section, *notes])
@@ -219,4 +240,5 @@ class CodeAction(AbstractCapability[AgentDepsT]):
             code: The Python code (an IPython cell: top-level await, `!cmd` and magics work).
         """
         await self.start()
+        await self._agent_tools.sync(self.conversations.source, ctx)
         return await self._runner.execute_code(ctx, code)

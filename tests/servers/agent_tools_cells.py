@@ -1,0 +1,22 @@
+"""Code cells the adapters' agent-tools tests run (issue 24): the same calls in every framework."""
+
+from __future__ import annotations
+
+REFUND_CELL = """
+from agent_tools import lookup, refund, whoami
+from mcptools.test import add
+from ipybox_core.errors import ToolError
+print(whoami())
+try:
+    lookup(order="X-9")
+except ToolError as error:
+    print("error:", error)
+for order in ["A-1", "A-2"]:
+    try:
+        print(refund(order=order))
+    except PermissionError as error:
+        print("refused:", error)
+print(add(a=20, b=22))
+"""
+"""Calls an agent's ``whoami`` (reads the run's context), ``lookup`` (raises the framework's retry
+or error for ``X-9``) and ``refund`` (needs approval) twice, then the test server's ``add``."""
