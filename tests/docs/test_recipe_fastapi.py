@@ -1,0 +1,186 @@
+"""The FastAPI + ipybox serve recipe (docs/recipes/fastapi.md) runs as written.
+
+Its three files are copied into a fresh folder under the names the page gives them, and the page's
+own ``ipybox serve`` and ``uvicorn`` command lines are run there (real processes: the service, and
+uvicorn with two workers), with two changes: free ports, and the model (``recipe_app.py`` swaps
+``chat_model()`` for a scripted model that runs the user's message as code). The test then drives
+``/chat``, ``/threads/{id}/pending`` and ``/approve`` over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from docs_kit import DOCS, ROOT, fenced_blocks
+
+pytestmark = pytest.mark.slow
+
+PAGE = DOCS / "recipes" / "fastapi.md"
+FILES = {
+    "fastapi_app.py": "fastapi_app.py",
+    "fastapi_mcp.json": "mcp.json",
+    "fastapi_rules.toml": "rules.toml",
+}
+TOKEN = "recipe-test-token-0123456789abcdef"
+VENV_BIN = str(Path(sys.executable).parent)
+ORDER = (
+    "from mcptools.shop import list_products, place_order\n"
+    "tools = list_products(category='tools', in_stock_only=True).products\n"
+    "cheapest = min(tools, key=lambda product: product.price_usd)\n"
+    "order = place_order(product_id=cheapest.id, quantity=1)\n"
+    "print(f'ordered {cheapest.name}: {order.order_id}')"
+)
+
+
+def command(program: str) -> list[str]:
+    """The page's command line that starts with ``program`` (in a ```bash block)."""
+    lines = [
+        line.strip()
+        for block in fenced_blocks(PAGE)
+        if block.language == "bash"
+        for line in block.body.splitlines()
+        if line.strip().startswith(f"{program} ")
+    ]
+    assert len(lines) == 1, f"{PAGE.name} should show one `{program}` command line: {lines}"
+    return shlex.split(lines[0])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(ready: object, what: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not ready():  # type: ignore[operator]
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not start:\n{log.read_text()}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Recipe:
+    folder: Path
+    app: str
+    app_log: Path
+    service_log: Path
+
+
+def start(args: list[str], folder: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            args, cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> int:
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recipe]:
+    folder = tmp_path_factory.mktemp("recipe")
+    for source, name in FILES.items():
+        shutil.copy(ROOT / "examples" / source, folder / name)
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "IPYBOX_MCP_TOKEN": TOKEN}
+    serve = command("ipybox")
+    assert serve[:2] == ["ipybox", "serve"] and "--approval-rules" in serve
+    service_log = folder / "serve.log"
+    service = start([*serve, "--port", "0"], folder, service_log, env)
+    url = ""
+
+    def listening() -> bool:
+        nonlocal url
+        found = re.search(r"listening on (http://\S+)", service_log.read_text())
+        url = found.group(1) if found else ""
+        return bool(found)
+
+    wait_until(listening, "ipybox serve", service, service_log)
+    uvicorn = command("uvicorn")
+    assert uvicorn[:2] == ["uvicorn", "fastapi_app:app"] and "--workers" in uvicorn
+    port = free_port()
+    app_args = ["uvicorn", "recipe_app:app", "--app-dir", str(Path(__file__).parent), *uvicorn[2:]]
+    app_log = folder / "app.log"
+    app = start([*app_args, "--port", str(port)], folder, app_log, {**env, "IPYBOX_URL": url})
+    base = f"http://127.0.0.1:{port}"
+
+    def serving() -> bool:
+        try:
+            return httpx.get(f"{base}/openapi.json", timeout=10).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(serving, "the recipe's app", app, app_log)
+        yield Recipe(folder, base, app_log, service_log)
+    finally:
+        app_code = stop(app)
+        service_code = stop(service)
+    assert (app_code, service_code) == (0, 0), app_log.read_text() + service_log.read_text()
+
+
+def post(recipe: Recipe, path: str, **body: object) -> httpx.Response:
+    return httpx.post(f"{recipe.app}{path}", json=body, timeout=120)
+
+
+def test_an_order_waits_the_approval_is_answered_over_http_and_the_code_goes_on(recipe: Recipe) -> None:
+    asked = post(recipe, "/chat", thread_id="alice-1", message=ORDER)
+    assert asked.status_code == 200, asked.text
+    (pending,) = asked.json()["pending"]  # list_products is read-only: rules.toml let it run
+    assert asked.json()["reply"] is None
+    assert (pending["tool"], pending["args"]) == ("shop.place_order", {"product_id": "t-302", "quantity": 1})
+    listed = httpx.get(f"{recipe.app}/threads/alice-1/pending", timeout=60).json()
+    assert [item["interrupt_id"] for item in listed] == [pending["interrupt_id"]]
+    done = post(recipe, "/approve", thread_id="alice-1", interrupt_id=pending["interrupt_id"], approve=True)
+    assert done.status_code == 200, done.text
+    assert done.json()["pending"] == []
+    assert "ordered Digital multimeter: ord-" in done.json()["reply"]
+    again = post(recipe, "/chat", thread_id="alice-1", message="print(cheapest.name, order.quantity)")
+    assert again.json()["reply"].strip() == "Digital multimeter 1"  # the same kernel, its variables
+    assert httpx.get(f"{recipe.app}/threads/alice-1/pending", timeout=60).json() == []
+
+
+def test_a_rejection_reaches_the_code_and_a_stale_id_is_refused(recipe: Recipe) -> None:
+    asked = post(recipe, "/chat", thread_id="bob-1", message=ORDER).json()
+    (pending,) = asked["pending"]
+    wrong = post(recipe, "/approve", thread_id="bob-1", interrupt_id="no-such-interrupt", approve=True)
+    assert wrong.status_code == 404 and "does not wait for 'no-such-interrupt'" in wrong.text
+    rejected = post(
+        recipe,
+        "/approve",
+        thread_id="bob-1",
+        interrupt_id=pending["interrupt_id"],
+        approve=False,
+        reason="not today",
+    ).json()
+    assert (
+        rejected["pending"] == []
+        and "PermissionError" in rejected["reply"]
+        and "not today" in rejected["reply"]
+    )
+    stale = post(recipe, "/approve", thread_id="bob-1", interrupt_id=pending["interrupt_id"], approve=True)
+    assert stale.status_code == 404
+
+
+def test_the_app_runs_on_two_workers(recipe: Recipe) -> None:
+    assert recipe.app_log.read_text().count("Application startup complete") == 2, recipe.app_log.read_text()
