@@ -68,6 +68,9 @@ def test_api_reference_is_rendered_from_docstrings(site: Path) -> None:
     assert "Runs code in a stateful IPython kernel whose MCP tool calls wait for your approval." in core
     assert "Allow- and deny-lists over" in core  # ApprovalRules
     assert "The kernel process died" in core  # the errors module
+    assert "One kernel per conversation key, on an ipybox service" in core  # RemoteSessions
+    assert "Runs code in one session's kernel on an ipybox service" in core  # RemoteExecutor
+    assert "could not be reached, refused the token" in core and "no longer exists" in core  # service errors
     for page in ("reference/core", "reference/runtime", "reference/integrations"):
         assert not re.search(r":(class|meth|func|attr|mod|exc):", page_text(site, page)), page
     integrations = page_text(site, "reference/integrations")
