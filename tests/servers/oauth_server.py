@@ -1,6 +1,6 @@
 """An OAuth-protected Streamable HTTP MCP server, with its own authorization server, on loopback.
 
-    python oauth_server.py      prints "PORTS <authorization server> <resource server>", then serves
+    python oauth_server.py      prints "PORTS <authorization server> <resource server> <open server>"
 
 Two servers in one process, sharing one in-memory provider (the MCP SDK's server-side auth):
 
@@ -11,7 +11,8 @@ Two servers in one process, sharing one in-memory provider (the MCP SDK's server
   scope ``tools`` and serves protected resource metadata naming the authorization server.
 
 Tools: ``whoami()`` (the client id the token belongs to) and ``add(a, b)``. Every access token
-starts with ``ACCESS_TOKEN_PREFIX`` so a test can look for it anywhere.
+starts with ``ACCESS_TOKEN_PREFIX`` so a test can look for it anywhere. The **open server** is the
+same MCP server without authorization (a baseline for benchmarks/bench_oauth.py).
 """
 
 from __future__ import annotations
@@ -142,8 +143,8 @@ def _bound() -> socket.socket:
     return sock
 
 
-def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starlette, Starlette]:
-    """The authorization server's app and the resource server's app."""
+def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starlette, Starlette, Starlette]:
+    """The authorization server's app, the resource server's app and the same without authorization."""
     registration = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
     authorization = Starlette(
         routes=create_auth_routes(
@@ -162,7 +163,13 @@ def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starle
                 validate_token_resource=False,
             ),
         )
+    unprotected = MCPServer("ipybox-oauth-demo")
+    for server in (mcp, unprotected):
+        _add_tools(server)
+    return authorization, mcp.streamable_http_app(), unprotected.streamable_http_app()
 
+
+def _add_tools(mcp: MCPServer) -> None:
     @mcp.tool()
     def whoami() -> str:
         """The client the request's access token was issued to."""
@@ -174,20 +181,16 @@ def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starle
         """Add two integers."""
         return a + b
 
-    return authorization, mcp.streamable_http_app()
-
 
 async def serve() -> None:
-    as_sock, rs_sock = _bound(), _bound()
-    as_port, rs_port = as_sock.getsockname()[1], rs_sock.getsockname()[1]
-    provider = ApprovingProvider()
-    authorization, resource = build(provider, f"http://127.0.0.1:{as_port}", f"http://127.0.0.1:{rs_port}")
-    servers = [
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        for app in (authorization, resource)
-    ]
-    print(f"PORTS {as_port} {rs_port}", flush=True)
-    await asyncio.gather(servers[0].serve(sockets=[as_sock]), servers[1].serve(sockets=[rs_sock]))
+    sockets = [_bound(), _bound(), _bound()]
+    as_port, rs_port, open_port = (sock.getsockname()[1] for sock in sockets)
+    apps = build(ApprovingProvider(), f"http://127.0.0.1:{as_port}", f"http://127.0.0.1:{rs_port}")
+    servers = [uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")) for app in apps]
+    print(f"PORTS {as_port} {rs_port} {open_port}", flush=True)
+    await asyncio.gather(
+        *(server.serve(sockets=[sock]) for server, sock in zip(servers, sockets, strict=True))
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ OAUTH_SCRIPT = SERVERS_DIR / "oauth_server.py"
 
 
 def start_oauth_server(log: Path) -> tuple[subprocess.Popen[str], int, int]:
-    """Start ``oauth_server.py``; its process and the authorization and resource servers' ports."""
+    """Start ``oauth_server.py``; its process and the resource server's and the open server's ports."""
     with log.open("a") as stderr:
         process = subprocess.Popen(
             [PYTHON, str(OAUTH_SCRIPT)], stdout=subprocess.PIPE, stderr=stderr, text=True
@@ -50,13 +50,13 @@ def start_oauth_server(log: Path) -> tuple[subprocess.Popen[str], int, int]:
     if not line.startswith("PORTS "):
         process.kill()
         raise RuntimeError(f"OAuth server did not start: {line!r}\n{log.read_text()}")
-    _, authorization, resource = line.split()
-    return process, int(authorization), int(resource)
+    _, _, protected, unprotected = line.split()
+    return process, int(protected), int(unprotected)
 
 
 @pytest.fixture(scope="module")
 def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    process, _, port = start_oauth_server(tmp_path_factory.mktemp("oauth") / "server.log")
+    process, port, _ = start_oauth_server(tmp_path_factory.mktemp("oauth") / "server.log")
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(timeout=10)
