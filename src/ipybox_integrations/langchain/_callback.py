@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from langchain.tools import ToolRuntime
+
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failure, start_execution
+from ipybox_integrations.langchain._agent_tools import bind_context
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
+    APPROVE,
+    Review,
     add_notice,
     apply_decision,
     edit_notice,
@@ -25,22 +30,25 @@ NO_APPROVER = (
 
 
 async def run_with_callback(
-    settings: ToolSettings, code: str, thread_id: str, write: StreamWriter | None, call_id: str
+    settings: ToolSettings, code: str, thread_id: str, runtime: ToolRuntime | None
 ) -> ContentBlocks:
     """Run ``code`` in the thread's kernel to the end, asking ``settings.approval_callback`` per MCP
-    call; its output goes to ``write`` (LangGraph's stream writer) as it runs."""
+    call; its output goes to the runtime's stream writer (LangGraph's) as it runs."""
     session, notes = await settings.session(thread_id)
-    return await noted(notes, _run(settings, session.executor, code, write, call_id, notes))
+    return await noted(notes, _run(settings, session.executor, code, runtime, notes))
 
 
 async def _run(
     settings: ToolSettings,
     executor: Executor,
     code: str,
-    write: StreamWriter | None,
-    call_id: str,
+    runtime: ToolRuntime | None,
     notes: list[str],
 ) -> ContentBlocks:
+    write: StreamWriter | None = runtime.stream_writer if runtime is not None else None
+    call_id = (runtime.tool_call_id if runtime is not None else None) or ""
+    if settings.agent_tools is not None and not executor.busy:
+        bind_context(executor, runtime)  # the agent tools its code calls run in this call
     execution = start_execution(executor, code, settings.timeout)
     if execution is None:
         raise ExecuteCodeError(BUSY_MESSAGE)
@@ -52,17 +60,21 @@ async def _run(
                 raise ExecuteCodeError(describe_failure(error)) from error
             if not isinstance(stop, ApprovalRequest):
                 return result_content(stop)
-            add_notice(notes, edit_notice(await _decide(settings, stop)))
+            review = settings.review(stop, runtime)
+            if review is None:  # an agent tool the agent's HumanInTheLoopMiddleware does not gate
+                await apply_decision(stop, APPROVE)
+                continue
+            add_notice(notes, edit_notice(await _decide(settings, stop, review)))
             await record_call(stop)
 
 
-async def _decide(settings: ToolSettings, request: ApprovalRequest) -> object:
+async def _decide(settings: ToolSettings, request: ApprovalRequest, review: Review) -> object:
     """Ask the callback about ``request`` and carry out its answer; returns the answer."""
     callback = settings.approval_callback
     if callback is None:
         await request.reject("no approver is configured")
         raise ConfigError(NO_APPROVER)
-    response = await callback(hitl_request(request, settings.allowed_decisions, settings.describe))
-    decision = parse_response(response, request, settings.allowed_decisions)
+    response = await callback(hitl_request(request, review))
+    decision = parse_response(response, request, review.allowed)
     await apply_decision(request, decision)
     return response

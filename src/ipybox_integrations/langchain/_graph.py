@@ -31,6 +31,7 @@ from ipybox_integrations._session import (
     start_execution,
     with_notes,
 )
+from ipybox_integrations.langchain._agent_tools import bind_context
 from ipybox_integrations.langchain._checkpoint import (
     answered_before,
     answers_when_asked,
@@ -39,12 +40,12 @@ from ipybox_integrations.langchain._checkpoint import (
 )
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
+    APPROVE,
     TOOL_NAME,
     add_notice,
     apply_decision,
     args_schema_of,
     decision_schema,
-    decisions_for,
     edit_notice,
     hitl_request,
     parse_response,
@@ -79,6 +80,8 @@ class _Call:
     """The reviewer notices of the MCP calls a human edited (re-derived from the answers on each entry)."""
     write: StreamWriter | None = None
     """LangGraph's stream writer: the code's output goes there as it runs (``stream_mode="custom"``)."""
+    runtime: ToolRuntime | None = None
+    """The ``execute_code`` call's runtime (what the agent's ``interrupt_on`` predicates judge)."""
 
 
 async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) -> ContentBlocks:
@@ -90,16 +93,16 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     call: _Call | None = None
     answered, shown = answered_before(), _own(shown_before())
     if shown is not None:  # a re-entry: the execution waits in its executor
-        found = await _reattach(settings, thread_id, call_id, shown, runtime.stream_writer)
+        found = await _reattach(settings, thread_id, call_id, shown, runtime)
         if isinstance(found, ExecutionResult):
             return await noted(notes, _result_of(found))  # it finished meanwhile
         if found is None and answered:  # nothing waits for this call any more
             raise ExecuteCodeError(with_notes(notes, LOST_MESSAGE))
         call = found
     if call is None:
-        call = await _start(settings, code, thread_id, call_id, _current_call_ids(runtime))
+        call = await _start(settings, code, runtime, _current_call_ids(runtime))
     call.notes[:0] = notes
-    call.write = runtime.stream_writer
+    call.write, call.runtime = runtime.stream_writer, runtime
     for _ in range(call.answered):  # already answered: each returns its stored answer (indices aligned)
         add_notice(call.edits, edit_notice(interrupt(None)))
     told: list[str] = []
@@ -129,16 +132,21 @@ async def _drive(settings: ToolSettings, call: _Call, told: list[str]) -> Conten
 
 async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) -> None:
     """Put ``request`` to the human (ends the graph run) or, on re-entry, apply the answer given."""
-    allowed = decisions_for(request, settings.allowed_decisions)
+    review = settings.review(request, call.runtime)
+    if review is None:  # an agent tool the agent's HumanInTheLoopMiddleware does not gate
+        await apply_decision(request, APPROVE)
+        call.request = None
+        return
+    allowed = review.allowed
     per_call = settings.interrupt_mode == "per_call"
     index = call.answered
     withhold_consumed_answer()
     try:
         if per_call:  # HumanInTheLoopMiddleware(interrupt_mode="per_call")'s shape
-            question: object = tool_approval_request(request, call.call_id, settings.describe)
+            question: object = tool_approval_request(request, call.call_id, review)
             schema = decision_schema(request.name, allowed, args_schema_of(request))
         else:
-            question = hitl_request(request, settings.allowed_decisions, settings.describe)
+            question = hitl_request(request, review)
             schema = response_schema(request.name, allowed, args_schema_of(request))
         value = interrupt(question, response_schema=schema)
     except GraphInterrupt:
@@ -152,7 +160,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
         # A value for a question never shown: a consumed resume LangGraph delivered again (it does so
         # after mixing plain and id-keyed resumes, langgraph#8837). Ignore it and ask again.
         return
-    decision = parse_response(value, request, settings.allowed_decisions, per_call=per_call)
+    decision = parse_response(value, request, allowed, per_call=per_call)
     await apply_decision(request, decision)
     await record_call(request)
     add_notice(call.edits, edit_notice(value))
@@ -167,18 +175,17 @@ async def _next_stop(call: _Call) -> ApprovalRequest | ExecutionResult:
 
 
 async def _start(
-    settings: ToolSettings,
-    code: str,
-    thread_id: str,
-    call_id: str,
-    current_call_ids: set[str] | None,
+    settings: ToolSettings, code: str, runtime: ToolRuntime, current_call_ids: set[str] | None
 ) -> _Call:
+    thread_id, call_id = thread_of(runtime.config), runtime.tool_call_id or ""
     if current_call_ids is not None:  # what an earlier turn left waiting is abandoned
         await cancel_waiting(settings.source, thread_id, keep=current_call_ids)
         for left in settings.waiting.of(thread_id):
             if left not in current_call_ids:
                 settings.waiting.resumed(thread_id, left)
     session, notes = await settings.session(thread_id)
+    if settings.agent_tools is not None and not session.executor.busy:
+        bind_context(session.executor, runtime)  # the agent tools its code calls run in this call
     execution = start_execution(session.executor, code, settings.timeout, call_id=call_id)
     if execution is None:  # e.g. a parallel execute_code call of the same model turn waits
         raise ExecuteCodeError(with_notes(notes, BUSY_MESSAGE))
@@ -186,7 +193,7 @@ async def _start(
 
 
 async def _reattach(
-    settings: ToolSettings, thread_id: str, call_id: str, shown: Interrupt | None, write: StreamWriter
+    settings: ToolSettings, thread_id: str, call_id: str, shown: Interrupt | None, runtime: ToolRuntime
 ) -> _Call | ExecutionResult | None:
     """This call's execution from its executor, where this or another tool instance (over an
     ipybox service: another process) left it waiting.
@@ -199,7 +206,9 @@ async def _reattach(
     session = await settings.conversations.session(thread_id)
     try:
         execution = await reattach(session.executor, call_id)
-        stop = None if execution is None else await next_stop(execution, write, call_id)
+        if execution is not None and settings.agent_tools is not None:
+            bind_context(session.executor, runtime)  # its agent tool calls run in this entry
+        stop = None if execution is None else await next_stop(execution, runtime.stream_writer, call_id)
     except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:

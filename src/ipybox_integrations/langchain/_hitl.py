@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, cast
 
 from annotated_types import Len
@@ -43,8 +44,9 @@ DecisionName = Literal["approve", "edit", "reject"]
 
 SUPPORTED_DECISIONS: tuple[DecisionName, ...] = ("approve", "edit", "reject")
 DEFAULT_REJECT_REASON = "rejected by the reviewer"
+APPROVE: Decision = ApproveDecision(type="approve")
 EDIT_NOTICE = (
-    "Note: a human reviewer edited an MCP call of this code before it ran: {name} ran with the "
+    "Note: a human reviewer edited a tool call of this code before it ran: {name} ran with the "
     "arguments {args}, not the ones the code passed. This was intentional and authorized; the "
     "output below is that of the edited call. Do not re-issue the original call."
 )
@@ -83,20 +85,24 @@ def decisions_for(request: ApprovalRequest, allowed: tuple[DecisionName, ...]) -
     return allowed
 
 
-def hitl_request(
-    request: ApprovalRequest, allowed: tuple[DecisionName, ...], describe: Describe
-) -> HITLRequest:
+@dataclass(frozen=True)
+class Review:
+    """How one held call is put to the reviewer: the decisions offered and the text shown."""
+
+    allowed: tuple[DecisionName, ...]
+    description: str
+
+
+def hitl_request(request: ApprovalRequest, review: Review) -> HITLRequest:
     """The ``HITLRequest`` for one MCP call (or shell command) made by the running code."""
-    action = ActionRequest(name=request.name, args=dict(request.args), description=describe(request))
+    action = ActionRequest(name=request.name, args=dict(request.args), description=review.description)
     return HITLRequest(
         action_requests=[action],
-        review_configs=[
-            ReviewConfig(action_name=request.name, allowed_decisions=list(decisions_for(request, allowed)))
-        ],
+        review_configs=[ReviewConfig(action_name=request.name, allowed_decisions=list(review.allowed))],
     )
 
 
-def tool_approval_request(request: ApprovalRequest, call_id: str, describe: Describe) -> ToolApprovalRequest:
+def tool_approval_request(request: ApprovalRequest, call_id: str, review: Review) -> ToolApprovalRequest:
     """The ``per_call`` question for one MCP call (or shell command): a ``ToolApprovalRequest``
     naming the call (``server.tool``) and the ``execute_code`` tool call that made it."""
     return ToolApprovalRequest(
@@ -104,7 +110,7 @@ def tool_approval_request(request: ApprovalRequest, call_id: str, describe: Desc
         tool_call_id=call_id,
         name=request.name,
         args=dict(request.args),
-        description=describe(request),
+        description=review.description,
     )
 
 

@@ -16,6 +16,7 @@ from langchain_core.runnables import ensure_config
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ToolError
+from ipybox_core.hosttools import HOST_SERVER
 
 
 async def record_call(request: ApprovalRequest) -> None:
@@ -24,8 +25,8 @@ async def record_call(request: ApprovalRequest) -> None:
     Called inside the ``execute_code`` tool: the current config's callbacks are its run's children.
     """
     decision = request.decision
-    if decision is None or not decision.approved:
-        return
+    if decision is None or not decision.approved or request.server == HOST_SERVER:
+        return  # an agent tool's call is its own tool run (a child of execute_code too)
     manager = AsyncCallbackManager.configure(inheritable_callbacks=ensure_config().get("callbacks"))
     if not manager.handlers:
         return

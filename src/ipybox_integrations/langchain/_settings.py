@@ -6,10 +6,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
+from langchain.tools import ToolRuntime
 
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.hosttools import HOST_SERVER
 from ipybox_integrations._session import Conversations, Session, SessionSource
 from ipybox_integrations._waiting import WaitingCalls
-from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode
+from ipybox_integrations.langchain._agent_tools import AgentTools
+from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode, Review, decisions_for
 
 ApprovalCallback = Callable[[HITLRequest], Awaitable[HITLResponse]]
 """Decides one MCP call outside a LangGraph graph: gets a ``HITLRequest``, returns a ``HITLResponse``."""
@@ -25,6 +29,8 @@ class ToolSettings:
     timeout: float | None
     abandon_after: float | None
     interrupt_mode: InterruptMode
+    agent_tools: AgentTools | None = None
+    """The agent's own tools the code calls (``CodeActionMiddleware``); ``None``: none."""
     conversations: Conversations = field(init=False)
     waiting: WaitingCalls = field(init=False)
     """The calls this tool left waiting for a decision (the executions wait in their executors)."""
@@ -40,3 +46,11 @@ class ToolSettings:
         session = await self.conversations.session(thread_id)
         notice = session.take_restart_notice()
         return session, [notice] if notice else []
+
+    def review(self, request: ApprovalRequest, runtime: ToolRuntime | None) -> Review | None:
+        """How a held call is asked; ``None``: it runs without asking (an agent tool the agent's
+        ``HumanInTheLoopMiddleware`` does not gate)."""
+        review = Review(decisions_for(request, self.allowed_decisions), self.describe(request))
+        if self.agent_tools is None or request.kind != "mcp" or request.server != HOST_SERVER:
+            return review
+        return self.agent_tools.review(request, runtime, review)

@@ -11,6 +11,8 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ipybox_integrations._session import Conversations, SessionSource, cancel_waiting
+from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop
+from ipybox_integrations.langchain._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.langchain._history import close_abandoned_calls
 from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode
 from ipybox_integrations.langchain._sessions import CANCELLED_REASON, thread_of
@@ -30,6 +32,23 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     prompt the agent already has (recomputed for every model call, so servers registered later
     show up). Set ``prompt=False`` to leave the system prompt alone.
 
+    ``agent_tools``: the agent's own tools the code can call, as typed functions
+    (``from agent_tools import <tool>``, in the prompt's API reference): every ``BaseTool`` the
+    agent gives its model (``execute_code`` excluded) by default (``None``/``True``), none
+    (``False``), the named ones (a list) or those a predicate takes. A call runs here, in the
+    application, as the agent's ``ToolNode`` runs it (``ToolRuntime``, ``InjectedState``,
+    ``InjectedStore`` and ``InjectedToolCallId`` injected from the ``execute_code`` call); a
+    ``ToolException`` (or the tool's ``handle_tool_error`` message) reaches the code as
+    ``ToolError``. Over ``RemoteSessions`` the agent's tools are not offered (``agent_tools=``
+    raises :class:`ConfigError`).
+
+    ``human_in_the_loop``: the agent's ``HumanInTheLoopMiddleware`` (the same object you put into
+    ``middleware=``). Its ``interrupt_on`` then decides the code's calls of agent tools that the
+    executor's approval policy leaves to the application: a gated tool interrupts like a held MCP
+    call (its ``allowed_decisions`` and ``description``, its ``when`` predicate), any other runs
+    without asking; its ``interrupt_mode`` is the default of ``interrupt_mode``. Without it, every
+    such call is asked like an MCP call.
+
     When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
     execution is cancelled (also in an ipybox service, whichever process started it): the
     conversation moved on, and the call's tool message tells the model so. Use the agent
@@ -47,10 +66,17 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         abandon_after: float | None = None,
         prompt: bool = True,
         reference_max_chars: int | None = None,
-        interrupt_mode: InterruptMode = "batched",
+        interrupt_mode: InterruptMode | None = None,
+        agent_tools: AgentToolSelection = None,
+        human_in_the_loop: HumanInTheLoop | None = None,
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
+        self.agent_tools = AgentTools(
+            agent_tools, hosts=hasattr(executor, "register_host_tools"), human_in_the_loop=human_in_the_loop
+        )
+        if interrupt_mode is None:
+            interrupt_mode = human_in_the_loop.interrupt_mode if human_in_the_loop is not None else "batched"
         self.prompt = prompt
         self.reference_max_chars = reference_max_chars
         self._settings: ToolSettings = tool_settings(
@@ -61,6 +87,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             timeout=timeout,
             abandon_after=abandon_after,
             interrupt_mode=interrupt_mode,
+            agent_tools=self.agent_tools,
         )
         self.tools = [build_execute_code_tool(self._settings)]
 
@@ -103,6 +130,8 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult:
+        # The tools the model gets this turn are the ones the code can call (and the prompt lists).
+        await self.agent_tools.sync(self.conversations.source, request.tools)
         return await handler(self._with_prompt(request))
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, SessionSource
+from ipybox_integrations.langchain._agent_tools import AgentTools
 from ipybox_integrations.langchain._callback import run_with_callback
 from ipybox_integrations.langchain._checkpoint import interrupts_available
 from ipybox_integrations.langchain._content import ContentBlocks, error_content
@@ -78,6 +79,7 @@ def tool_settings(
     timeout: float | None,
     abandon_after: float | None,
     interrupt_mode: InterruptMode,
+    agent_tools: AgentTools | None = None,
 ) -> ToolSettings:
     """The checked settings of one ``execute_code`` tool (see :func:`execute_code_tool`)."""
     return ToolSettings(
@@ -88,6 +90,7 @@ def tool_settings(
         timeout=timeout,
         abandon_after=abandon_after,
         interrupt_mode=check_mode(interrupt_mode),
+        agent_tools=agent_tools,
     )
 
 
@@ -97,10 +100,8 @@ def build_execute_code_tool(settings: ToolSettings) -> BaseTool:
     async def execute_code(code: str, runtime: ToolRuntime = None) -> ContentBlocks:  # type: ignore[assignment]
         if runtime is not None and interrupts_available():
             return await run_in_graph(settings, code, runtime)
-        if runtime is None:
-            return await run_with_callback(settings, code, thread_of(None), None, "")
-        call_id, write = runtime.tool_call_id or "", runtime.stream_writer
-        return await run_with_callback(settings, code, thread_of(runtime.config), write, call_id)
+        thread_id = thread_of(runtime.config if runtime is not None else None)
+        return await run_with_callback(settings, code, thread_id, runtime)
 
     return StructuredTool.from_function(
         func=_sync_unsupported,
