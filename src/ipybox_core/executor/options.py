@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from ipybox_core.hosttools import HostTool
     from ipybox_core.kernel.gateway import GatewayConfig
     from ipybox_core.mcp import McpServerConfig
+    from ipybox_core.mcp.oauth import Authorize
+    from ipybox_core.mcp.oauth_store import TokenStore
     from ipybox_core.sandbox import SandboxPolicy
 
 
@@ -26,6 +28,8 @@ class ExecutorOptions(TypedDict, total=False):
     approve_shell: bool
     mcp_servers: Mapping[str, Mapping[str, Any] | McpServerConfig] | str | os.PathLike[str] | None
     mcp_env: Mapping[str, str] | None
+    mcp_authorize: Authorize | None
+    mcp_token_store: TokenStore | None
     timeout: float | None
     wall_timeout: float | None
     output_limit: int
