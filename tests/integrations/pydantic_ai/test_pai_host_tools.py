@@ -4,6 +4,7 @@ real kernel, the test MCP server; approvals are PydanticAI's own (deferred and i
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -287,6 +288,28 @@ async def test_a_call_the_executor_rules_allow_runs_without_asking(tmp_path: Pat
         result = await agent.run("go", deps={"user": "erin"})
     assert refunded == ["A-7"]
     assert "refunded A-7 {'user': 'erin'}" in str(result.output)
+
+
+async def test_the_audit_log_records_who_decided_each_call_and_an_edit(tmp_path: Path) -> None:
+    refunded: list[str] = []
+    code = "from agent_tools import refund, whoami\nprint(whoami(), refund(order='A-1'))"
+    audit = tmp_path / "audit.jsonl"
+
+    def edit(requests: DeferredToolRequests) -> DeferredToolResults:
+        (call,) = requests.approvals
+        return DeferredToolResults(
+            approvals={call.tool_call_id: ToolApproved(override_args={"order": "A-9"})}
+        )
+
+    async with CodeExecutor(workspace=tmp_path / "ws", audit_log=audit) as executor:
+        agent = clerk(ScriptedModel([code]), CodeAction(executor), refunded)
+        result, _ = await run_answering(agent, [edit], deps={"user": "fay"})
+    assert refunded == ["A-9"]
+    assert "{'user': 'fay'} refunded A-9" in str(result.output)
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    decided = [(r["server"], r["tool"], r["decided_by"]) for r in records if "decided_by" in r]
+    assert decided == [("agent_tools", "whoami", "tool:no-approval"), ("agent_tools", "refund", "user")]
+    assert records[-1]["edited_args"] == {"order": "A-9"}
 
 
 async def test_agent_tools_over_remote_sessions_is_refused() -> None:
