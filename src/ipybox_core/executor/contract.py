@@ -31,12 +31,14 @@ class Executor(Protocol):
 
     @property
     def busy(self) -> bool:
-        """True while an execution runs or waits for a decision."""
+        """True while an execution runs or waits for a decision (over a service: while code
+        started here runs; what waits there may be answered by any process, so the service decides)."""
         ...
 
     def stream(self, code: str, *, timeout: float | None = None, call_id: str | None = None) -> Execution:
         """Start ``code``; ``call_id`` names the execution so that :meth:`reattach` finds it.
-        Raises :class:`~ipybox_core.errors.ExecutorBusy` while another execution runs or waits."""
+        Raises :class:`~ipybox_core.errors.ExecutorBusy` while another execution runs or waits
+        (over a service, the execution raises it when the service says the session is busy)."""
         ...
 
     async def reattach(self, call_id: str) -> Execution | None:

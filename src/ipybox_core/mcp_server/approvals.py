@@ -20,6 +20,7 @@ auto-approve; with ``auto_approve`` every call is accepted without asking.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -132,13 +133,22 @@ def answer_of(response: object) -> Answer:
     else:
         return Answer(None)
     fields = content if isinstance(content, dict) else {}
-    reason, arguments = fields.get("reason"), fields.get("arguments")
+    reason, arguments = fields.get("reason"), _edited_arguments(fields.get("arguments"))
     return Answer(
         action if isinstance(action, str) else None,
         reason=reason if isinstance(reason, str) and reason else None,
-        arguments=arguments if isinstance(arguments, dict) else None,
+        arguments=arguments,
         cancel=fields.get("cancel") is True,
     )
+
+
+def _edited_arguments(value: object) -> dict[str, Any] | None:
+    """Edited arguments: a JSON object in a string (an elicitation form's values are strings, so
+    ipybox's own client sends them so), or an object from a client that sends one anyway."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    return value if isinstance(value, dict) else None
 
 
 async def apply_answer(request: ApprovalRequest, answer: Answer, *, decided_by: str = USER) -> None:

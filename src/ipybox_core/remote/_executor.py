@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Collection
 from typing import Any
 
@@ -37,8 +38,11 @@ class RemoteExecutor:
 
     @property
     def busy(self) -> bool:
-        """True while an execution started here is running or waiting for a decision."""
-        return self._active is not None and not self._active.done
+        """True while code started here runs. One that waits for a decision is the service's to
+        keep (any process may answer or cancel it): a new :meth:`stream` then lets the service say
+        whether the session is still busy, raised as ``ExecutorBusy`` by that execution."""
+        active = self._active
+        return active is not None and not active.done and not active.pending_approvals
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
         """The Python API of the service's MCP servers (fetched when the connection opened)."""
@@ -175,8 +179,8 @@ class RemoteExecutor:
             content: dict[str, Any] = {}
             if decision.reason:
                 content["reason"] = decision.reason
-            if decision.arguments is not None:
-                content["arguments"] = decision.arguments
+            if decision.arguments is not None:  # a form value is a string: the edit goes as JSON
+                content["arguments"] = json.dumps(decision.arguments)
             answer = ElicitResult(
                 action="accept" if decision.approved else "decline", content=content or None
             )
