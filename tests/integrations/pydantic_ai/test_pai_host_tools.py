@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from pai_kit import ScriptedModel, returns_of, roundtrip, text_of
+from pai_kit import ScriptedModel, returns_of, roundtrip, stream_run, text_of
 from pydantic_ai import (
     Agent,
     ApprovalRequired,
@@ -29,7 +29,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from example_runner import run_example
 from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
-from ipybox_integrations.pydantic_ai import CodeAction, pending_approvals
+from ipybox_integrations.pydantic_ai import ApprovalDecided, ApprovalRequested, CodeAction, pending_approvals
 from servers.agent_tools_cells import REFUND_CELL
 from servers.executors import executor_with_test_server, left_idle
 
@@ -160,6 +160,24 @@ async def test_inline_handler_approves_and_denies_each_call(executor: CodeExecut
     assert "refunded A-1" in out
     assert "refused: agent_tools.refund was rejected: only A-1" in out
     assert "{'user': 'dave'}" in out
+
+
+async def test_approval_events_only_for_the_calls_that_ask(executor: CodeExecutor) -> None:
+    async def handler(ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+        return requests.build_results(approve_all=True)
+
+    code = "from agent_tools import refund, whoami, lookup\nprint(whoami(), lookup(order='A-3'), refund(order='A-3'))"
+    refunded: list[str] = []
+    agent = clerk(
+        ScriptedModel([code]), CodeAction(executor), refunded, HandleDeferredToolCalls(handler=handler)
+    )
+    events, result = await stream_run(agent, "go", deps={"user": "gus"})
+    asked = [e.approval.name for e in events if isinstance(e, ApprovalRequested)]
+    decided = [(e.name, e.approved) for e in events if isinstance(e, ApprovalDecided)]
+    assert asked == ["agent_tools.refund"]  # whoami and lookup ran without asking
+    assert decided == [("agent_tools.refund", True)]
+    assert refunded == ["A-3"]
+    assert "refunded A-3" in str(result.output)
 
 
 async def test_approval_required_raised_by_the_tool_holds_the_call(executor: CodeExecutor) -> None:
