@@ -2,10 +2,11 @@
 
     uvicorn fastapi_app:app --workers 2 --port 8000   # with ipybox serve running (docs/recipes/fastapi.md)
 
-Needs ``pip install 'ipybox[langchain]' fastapi uvicorn langgraph-checkpoint-sqlite`` and a chat
-model's package (``langchain-openai`` for the default). Every worker enters one ``RemoteSessions``
-(kernels, MCP servers and waiting approvals live in the service) and one ``AsyncSqliteSaver`` on a
-file the workers share, so an approval asked in one worker is answered by whichever takes ``/approve``.
+Needs ``pip install -e '.[langchain]' fastapi uvicorn langgraph-checkpoint-sqlite`` (in the ipybox
+checkout) and a chat model's package (``langchain-openai`` for the default). Every worker enters
+one ``RemoteSessions`` (kernels, MCP servers and waiting approvals live in the service) and one
+``AsyncSqliteSaver`` on a file the workers share, so an approval asked in one worker is answered by
+whichever takes ``/approve``.
 
 Settings, from the environment: ``IPYBOX_URL`` (the service, default
 ``http://127.0.0.1:8765/mcp``), ``IPYBOX_MCP_TOKEN`` (its token), ``CHECKPOINTS`` (the SQLite file,
