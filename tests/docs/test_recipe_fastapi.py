@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +65,9 @@ def free_port() -> int:
         return port
 
 
-def wait_until(ready: object, what: str, process: subprocess.Popen[bytes], log: Path) -> None:
+def wait_until(ready: Callable[[], bool], what: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 120
-    while not ready():  # type: ignore[operator]
+    while not ready():
         if process.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"{what} did not start:\n{log.read_text()}")
         time.sleep(0.1)
