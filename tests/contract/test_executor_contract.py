@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 
 from ipybox_core import ApprovalRequest, ExecutionResult, Sessions
-from ipybox_core.errors import ExecutionTimeout, ExecutorBusy, KernelDied
-from ipybox_core.executor import Executor, SessionSource
+from ipybox_core.errors import ApprovalError, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.executor import Execution, Executor, SessionSource
 from ipybox_core.remote import RemoteSessions
 from servers.executors import executor_with_test_server
 from service.service_kit import TEST_SERVER, Service, start_service
@@ -206,6 +206,31 @@ async def test_cancel_waiting_ends_the_waiting_execution_and_its_call_never_runs
     assert not executor.busy
     assert await executor.reattach(f"{key}-left") is None
     assert await counted(executor, key) == 0
+
+
+@in_module_loop
+async def test_a_second_answer_loses_and_is_told_who_answered_first(backend: Backend) -> None:
+    key = conversation()
+    executor = await backend.executor(key)
+    mine = executor.stream(count_code(key), call_id=f"{key}-race")
+    my_question = await mine.next_stop()
+    assert isinstance(my_question, ApprovalRequest)
+    async with backend.another() as other:
+        theirs = await (await other.session(key)).executor.reattach(f"{key}-race")
+        assert theirs is not None
+        their_question = await theirs.next_stop()
+        assert isinstance(their_question, ApprovalRequest) and their_question.id == my_question.id
+        await my_question.accept(decided_by="client:contract")  # the service names its client so too
+        assert (await mine.wait()).text.strip() == "count 1"
+        with pytest.raises(ApprovalError) as late:  # at once in process, from its execution over a service
+            await _reject_and_wait(their_question, theirs)
+    assert "client:contract" in str(late.value) and "contract-other" not in str(late.value)
+    assert await counted(executor, key) == 1
+
+
+async def _reject_and_wait(question: ApprovalRequest, execution: Execution) -> None:
+    await question.reject("too late", decided_by="client:contract-other")
+    await execution.wait()
 
 
 def _indented(code: str) -> str:
