@@ -25,6 +25,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from example_runner import EXAMPLES, documented
 from ipybox_core.errors import ConfigError, McpAuthorizationError
 from ipybox_core.executor import CodeExecutor
 from ipybox_core.mcp import McpRegistry, parse_server_config
@@ -289,3 +290,36 @@ def test_ipybox_run_prints_the_authorization_url_and_receives_the_redirect(
     assert process.returncode == 0, stderr
     assert "sum 42" in stdout
     assert len(list((tmp_path / "state" / "oauth").iterdir())) == 1
+
+
+def test_the_oauth_example_authorizes_once_lists_the_functions_and_shows_the_401_line(
+    mcp_url: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    lines = []
+    for run in range(2):  # the second run finds the tokens the first one stored
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / "oauth.py"), mcp_url, "--state", str(state)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")},
+        )
+        assert process.stdout is not None
+        try:
+            first = process.stdout.readline()
+            if run == 0:
+                assert "needs your authorization: open " in first, first
+                page = httpx2.get(first.split("open ", 1)[1].strip(), follow_redirects=True, timeout=60)
+                assert "Authorization received" in page.text
+                first = ""
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            process.kill() if process.poll() is None else None
+        assert process.returncode == 0, stderr
+        lines = (first + stdout).splitlines()
+        assert "needs your authorization" not in stdout
+    assert lines[0] == "functions: ['add', 'whoami']"
+    assert lines[1].startswith("MCP server 'unauthorized' requires authorization (HTTP 401")
+    documented("api_generation.md", "functions: ['add', 'whoami']", lines[1].split(" (HTTP")[0])
