@@ -21,12 +21,16 @@ from ipybox_core.mcp.config import (
     load_mcp_config,
     parse_server_config,
 )
+from ipybox_core.mcp.oauth_config import OAuthConfig
+from ipybox_core.mcp.oauth_store import FileTokenStore, MemoryTokenStore, TokenStore
 from ipybox_core.mcp.registry import McpRegistry
 from ipybox_core.mcp.types import ToolAnnotations, ToolInfo
 
 if TYPE_CHECKING:
     from ipybox_core.mcp._lenient import McpCompatibilityWarning
     from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.oauth import AuthorizationRequest
+    from ipybox_core.mcp.oauth_loopback import LoopbackRedirect, browser_authorize
     from ipybox_core.mcp.results import ToolCallResult
 
 # These import the MCP client library (most of a second): loaded on first use, not with the package.
@@ -34,19 +38,29 @@ _LAZY = {
     "McpCompatibilityWarning": "ipybox_core.mcp._lenient",
     "McpConnection": "ipybox_core.mcp.connection",
     "ToolCallResult": "ipybox_core.mcp.results",
+    "AuthorizationRequest": "ipybox_core.mcp.oauth",
+    "LoopbackRedirect": "ipybox_core.mcp.oauth_loopback",
+    "browser_authorize": "ipybox_core.mcp.oauth_loopback",
 }
 
 __all__ = [
+    "AuthorizationRequest",
+    "FileTokenStore",
     "HttpServerConfig",
+    "LoopbackRedirect",
     "McpCompatibilityWarning",
     "McpConnection",
     "McpRegistry",
     "McpServerConfig",
+    "MemoryTokenStore",
+    "OAuthConfig",
     "SseServerConfig",
     "StdioServerConfig",
+    "TokenStore",
     "ToolAnnotations",
     "ToolCallResult",
     "ToolInfo",
+    "browser_authorize",
     "load_mcp_config",
     "parse_server_config",
 ]
