@@ -22,6 +22,7 @@ import dataclasses
 import json
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolCallPart, ToolDenied, ToolReturn
@@ -110,30 +111,48 @@ class AgentTools:
     def _host_tool(self, definition: ToolDefinition) -> HostTool:
         return HostTool(
             name=definition.name,
-            run=self._run,
+            run=_run,
             description=definition.description or "",
             input_schema=definition.parameters_json_schema,
             output_schema=definition.return_schema or None,
             timeout=call_timeout(definition),
         )
 
-    async def _run(self, call: HostCall) -> Any:
-        """The tool server sends an approved call: its result if decided here, else run it now."""
-        found, outcome = self.results.take(call.tool, call.arguments)
-        if found:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome
-        # Decided by the executor's policy alone (an allow rule, approval="never"): approved.
-        ctx = call.context
-        if not isinstance(ctx, RunContext):
-            raise ToolError(NOT_RUNNING_MESSAGE.format(name=call.tool), server=HOST_SERVER, tool=call.tool)
-        tool = self.tool(ctx, call.tool)
-        if tool is None:
-            raise ToolError(UNAVAILABLE_MESSAGE.format(name=call.tool), server=HOST_SERVER, tool=call.tool)
-        part = ToolCallPart(call.tool, dict(call.arguments), tool_call_id=f"ipybox-agent-tool-{id(call)}")
-        result = await dispatch_agent_tool_call(ctx, tool, part, None, {}, approved=True)
-        return _value(result)
+    def bind(self, executor: Any, ctx: RunContext[Any]) -> None:
+        """Hand ``ctx`` and this instance's held results to the calls of the execution ``executor``
+        runs for this ``execute_code`` call (any instance's registered tools then serve them)."""
+        bind = getattr(executor, "bind_tool_context", None)
+        if bind is not None:
+            bind(BoundRun(ctx, self))
+
+
+@dataclass(frozen=True)
+class BoundRun:
+    """What an execution's agent tool calls run in: the ``execute_code`` call's run, and the
+    :class:`AgentTools` of the ``CodeAction`` that drives the execution (its held results)."""
+
+    ctx: RunContext[Any]
+    tools: AgentTools
+
+
+async def _run(call: HostCall) -> Any:
+    """The tool server sends an approved call: its outcome if decided by the driving ``CodeAction``,
+    else (decided by the executor's policy alone: an allow rule, ``approval="never"``) run it now,
+    as approved."""
+    bound = call.context
+    if not isinstance(bound, BoundRun):
+        raise ToolError(NOT_RUNNING_MESSAGE.format(name=call.tool), server=HOST_SERVER, tool=call.tool)
+    found, outcome = bound.tools.results.take(call.tool, call.arguments)
+    if found:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+    tool = bound.tools.tool(bound.ctx, call.tool)
+    if tool is None:
+        raise ToolError(UNAVAILABLE_MESSAGE.format(name=call.tool), server=HOST_SERVER, tool=call.tool)
+    part = ToolCallPart(call.tool, dict(call.arguments), tool_call_id=f"ipybox-agent-tool-{id(call)}")
+    result = await dispatch_agent_tool_call(bound.ctx, tool, part, None, {}, approved=True)
+    return _value(result)
 
 
 class HeldResults:

@@ -177,9 +177,8 @@ class CodeRunner:
                 return with_notes(notes, BUSY_MESSAGE)
             execution = started
         ref = CallRef(conversation, call_id, ctx.run_id)
-        bind = getattr(executor, "bind_tool_context", None)
-        if bind is not None:
-            bind(ctx)  # the agent tools this execution's code calls run in this run
+        if self.agent_tools is not None:  # the agent tools this execution's code calls run in this run
+            self.agent_tools.bind(executor, ctx)
         try:
             if request is not None and request.pending:
                 await self._answer_deferred(ctx, ref, executor, execution, request)

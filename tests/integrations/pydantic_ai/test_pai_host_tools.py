@@ -29,6 +29,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from example_runner import run_example
 from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
+from ipybox_core.sessions import Sessions
 from ipybox_integrations.pydantic_ai import ApprovalDecided, ApprovalRequested, CodeAction, pending_approvals
 from servers.agent_tools_cells import REFUND_CELL
 from servers.executors import executor_with_test_server, left_idle
@@ -328,6 +329,34 @@ async def test_the_audit_log_records_who_decided_each_call_and_an_edit(tmp_path:
     decided = [(r["server"], r["tool"], r["decided_by"]) for r in records if "decided_by" in r]
     assert decided == [("agent_tools", "whoami", "tool:no-approval"), ("agent_tools", "refund", "user")]
     assert records[-1]["edited_args"] == {"order": "A-9"}
+
+
+async def test_a_held_call_runs_once_while_another_capability_serves_other_conversations(
+    tmp_path: Path,
+) -> None:
+    """Two capabilities over one Sessions: the first parks a refund, the second registers the same
+    tools for another conversation meanwhile, the first resumes its call; the refund runs once."""
+    refunded: list[str] = []
+    code = "from agent_tools import refund\nprint(refund(order='A-5'))"
+    async with Sessions(root=tmp_path, warm=0) as sessions:
+
+        def per_request() -> Agent[dict[str, str], Any]:
+            return clerk(ScriptedModel([code, "print('hi')"]), CodeAction(sessions), refunded)
+
+        first = per_request()
+        parked = await first.run("go", deps={"user": "a"}, conversation_id="one")
+        assert isinstance(parked.output, DeferredToolRequests)
+        other = await per_request().run("go", deps={"user": "b"}, conversation_id="two")
+        assert isinstance(other.output, DeferredToolRequests)  # its own refund waits too
+        resumed = await first.run(
+            message_history=roundtrip(parked.all_messages()),
+            deferred_tool_results=approve(parked.output),
+            deps={"user": "a"},
+            conversation_id="one",
+        )
+        await sessions.close_session("two")
+    assert refunded == ["A-5"]
+    assert "refunded A-5" in text_of(returns_of(resumed)[0])
 
 
 async def test_agent_tools_over_remote_sessions_is_refused() -> None:
