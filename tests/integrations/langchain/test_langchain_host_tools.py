@@ -28,6 +28,7 @@ from lc_kit import (
     tool_messages,
 )
 
+from example_runner import documented, run_example
 from ipybox_core import CodeExecutor, ConfigError
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.langchain import CodeActionMiddleware
@@ -307,3 +308,17 @@ async def test_agent_tools_over_a_service_are_refused() -> None:
     with pytest.raises(ConfigError, match="RemoteSessions"):
         CodeActionMiddleware(remote, agent_tools=True)
     assert CodeActionMiddleware(remote).agent_tools.select(clerk_tools([])) == []  # the default: none
+
+
+async def test_the_example_runs() -> None:
+    out = (await asyncio.to_thread(run_example, "langchain_own_tools.py", "--offline", "--yes")).stdout
+    lines = [
+        "approval needed: agent_tools.refund {'order_id': 'ord-1', 'amount_usd': 30}",
+        "approval needed: agent_tools.refund {'order_id': 'ord-3', 'amount_usd': 8.5}",
+        "refunded 30.00 USD for ord-1 (27.60 EUR)",
+        "refunded 8.50 USD for ord-3 (7.82 EUR)",
+        "skipped: order_status failed: no order ord-9",
+    ]
+    for line in lines:
+        assert line in out, out
+    documented("frameworks/langchain.md", *lines)
