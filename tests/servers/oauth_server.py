@@ -10,7 +10,8 @@ Two servers in one process, sharing one in-memory provider (the MCP SDK's server
 - the **resource server** (``MCPServer`` with a token verifier): ``/mcp`` needs a bearer token with
   scope ``tools`` and serves protected resource metadata naming the authorization server.
 
-Tools: ``whoami()`` (the client id the token belongs to) and ``add(a, b)``. Every access token
+Tools: ``whoami()`` (the client id the token belongs to), ``add(a, b)`` and, on the protected
+server only, ``revoke_access_tokens()`` (the next request is then a 401). Every access token
 starts with ``ACCESS_TOKEN_PREFIX`` so a test can look for it anywhere. The **open server** is the
 same MCP server without authorization (a baseline for benchmarks/bench_oauth.py).
 """
@@ -166,6 +167,14 @@ def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starle
     unprotected = MCPServer("ipybox-oauth-demo")
     for server in (mcp, unprotected):
         _add_tools(server)
+
+    @mcp.tool()
+    def revoke_access_tokens() -> int:
+        """Revoke every access token (refresh tokens stay): the next request gets a 401."""
+        revoked = len(provider.access)
+        provider.access.clear()
+        return revoked
+
     return authorization, mcp.streamable_http_app(), unprotected.streamable_http_app()
 
 

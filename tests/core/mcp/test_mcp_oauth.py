@@ -68,9 +68,12 @@ class Browser:
 
     def __init__(self) -> None:
         self.requests: list[AuthorizationRequest] = []
+        self.declines = False
 
     async def __call__(self, request: AuthorizationRequest) -> str:
         self.requests.append(request)
+        if self.declines:
+            return f"{request.redirect_uri}?error=access_denied"
         async with httpx2.AsyncClient() as http:
             response = await http.get(request.url)
         assert response.is_redirect, response.text
@@ -160,6 +163,23 @@ async def test_tokens_are_reused_by_the_next_run_without_asking_again(mcp_url: s
         await registry.add("demo", {"url": mcp_url, "auth": "oauth"})
         assert (await registry.call("demo", "add", {"a": 1, "b": 1})).text == "2"
     assert len(browser.requests) == 1
+
+
+async def test_a_token_revoked_mid_session_is_authorized_again_through_the_same_event(mcp_url: str) -> None:
+    browser = Browser()
+    async with McpRegistry(authorize=browser, token_store=MemoryTokenStore()) as registry:
+        await registry.add("demo", {"url": mcp_url, "auth": "oauth"})
+        assert int((await registry.call("demo", "revoke_access_tokens")).text) >= 1
+        assert (await registry.call("demo", "add", {"a": 2, "b": 2})).text == "4"  # 401, authorized again
+        assert len(browser.requests) == 2
+        await registry.call("demo", "revoke_access_tokens")
+        browser.declines = True  # this time the user says no: the call fails with the one line
+        with pytest.raises(McpAuthorizationError) as raised:
+            await registry.call("demo", "add", {"a": 1, "b": 1})
+    assert str(raised.value) == (
+        "MCP server 'demo': OAuth authorization failed: the authorization server refused it: "
+        "access_denied; authorize again (the next call asks again)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -320,6 +340,10 @@ def test_the_oauth_example_authorizes_once_lists_the_functions_and_shows_the_401
         assert process.returncode == 0, stderr
         lines = (first + stdout).splitlines()
         assert "needs your authorization" not in stdout
-    assert lines[0] == "functions: ['add', 'whoami']"
+    assert lines[0] == "functions: ['add', 'revoke_access_tokens', 'whoami']"
     assert lines[1].startswith("MCP server 'unauthorized' requires authorization (HTTP 401")
-    documented("api_generation.md", "functions: ['add', 'whoami']", lines[1].split(" (HTTP")[0])
+    documented(
+        "api_generation.md",
+        "functions: ['add', 'revoke_access_tokens', 'whoami']",
+        lines[1].split(" (HTTP")[0],
+    )
