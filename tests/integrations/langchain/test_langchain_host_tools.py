@@ -14,8 +14,9 @@ import pytest
 import pytest_asyncio
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
+from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, InjectedToolCallId, ToolException, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
@@ -31,6 +32,7 @@ from lc_kit import (
 from example_runner import documented, run_example
 from ipybox_core import CodeExecutor, ConfigError
 from ipybox_core.remote import RemoteSessions
+from ipybox_core.sessions import Sessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
@@ -322,3 +324,81 @@ async def test_the_example_runs() -> None:
     for line in lines:
         assert line in out, out
     documented("frameworks/langchain.md", *lines)
+
+
+async def test_without_a_checkpointer_the_approval_callback_gets_the_gated_calls(
+    executor: CodeExecutor,
+) -> None:
+    refunded: list[str] = []
+    asked: list[str] = []
+
+    async def approve(request: HITLRequest) -> HITLResponse:
+        action = request["action_requests"][0]
+        asked.append(f"{action['name']} {action['args']}")
+        return {"decisions": [{"type": "approve"}]}
+
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"refund": {"allowed_decisions": ["approve", "reject"]}})
+    code = CodeActionMiddleware(executor, human_in_the_loop=hitl, approval_callback=approve)
+    model = ScriptedChatModel(script=run_code_then_finish(CELL))
+    agent = create_agent(model, tools=clerk_tools(refunded), middleware=[hitl, code], context_schema=dict)
+    out = await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, context=CONTEXT)
+    assert asked == [
+        "agent_tools.refund {'order': 'A-1'}",
+        "agent_tools.refund {'order': 'A-2'}",
+        "test.add {'a': 20, 'b': 22}",
+    ]
+    assert "refunded A-2" in text_of(tool_messages(out)[0]) and refunded == ["A-1", "A-2"]
+
+
+async def test_a_json_schema_tool_with_an_artifact_gives_its_structured_content(
+    executor: CodeExecutor,
+) -> None:
+    async def search(query: str, limit: int = 2) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        hits = [f"{query}-{n}" for n in range(limit)]
+        return [{"type": "text", "text": ", ".join(hits)}], {"structured_content": {"hits": hits}}
+
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 2}},
+        "required": ["query"],
+    }
+    # the shape of a langchain-mcp-adapters tool: a JSON schema, content and an artifact
+    mcp_like = StructuredTool(
+        name="search",
+        description="Search the catalogue.",
+        args_schema=schema,
+        coroutine=search,
+        response_format="content_and_artifact",
+    )
+    hitl = HumanInTheLoopMiddleware(interrupt_on={})
+    code = CodeActionMiddleware(executor, human_in_the_loop=hitl)
+    cell = "from agent_tools import search\nprint(search(query='lamp', limit=3)['hits'])"
+    model, agent = agent_of([mcp_like], [hitl, code], cell)
+    await run_to_end(agent, "json-schema")
+    assert (await result_text(agent, "json-schema")).strip() == "['lamp-0', 'lamp-1', 'lamp-2']"
+    assert "def search(*, query: str, limit: int = 2) -> Any:" in model.calls[0][0].text
+
+
+async def test_each_sessions_thread_runs_the_tools_in_its_own_context(tmp_path: Path) -> None:
+    hitl = HumanInTheLoopMiddleware(interrupt_on={})
+    async with Sessions(root=tmp_path, warm=0) as sessions:
+        code = CodeActionMiddleware(sessions, human_in_the_loop=hitl)
+        model = ScriptedChatModel(
+            script=run_code_then_finish("from agent_tools import whoami\nprint(whoami()['user'])")
+        )
+        agent: Any = create_agent(
+            model,
+            tools=clerk_tools([]),
+            middleware=[hitl, code],
+            checkpointer=InMemorySaver(),
+            context_schema=dict,
+        )
+        for user in ("ann", "bob"):
+            await agent.ainvoke(
+                {"messages": [{"role": "user", "content": "go"}]},
+                config(user),
+                context={"user": user},
+                version="v2",
+            )
+            assert (await result_text(agent, user)).strip() == user
+        assert len(sessions.keys()) == 2
