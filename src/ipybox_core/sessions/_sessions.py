@@ -43,6 +43,8 @@ _PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 _REMEMBERED_ENDS = 100_000  # keys whose closed kernel is remembered for the restart notice
 _NOT_TEMPLATE = ("workspace", "api_dir")
 _GONE = "variables and imports from earlier code are gone (files in the workspace remain)"
+EARLIER_PROCESS = "the process that ran it before, this application or the ipybox service, restarted since"
+"""Why a conversation whose workspace an earlier process left has a fresh kernel."""
 
 
 class SessionLimitError(IpyboxError):
@@ -399,7 +401,7 @@ class Sessions:
             if executor is None:
                 executor = await self._new_executor()
             assert self._workspaces is not None
-            await asyncio.to_thread(
+            left_by_earlier_process = await asyncio.to_thread(
                 self._workspaces.move_into_place,
                 key,
                 executor.workspace,
@@ -419,6 +421,8 @@ class Sessions:
             await executor.close()
             self._check_running()
         reason = self._ended.pop(key, None)
+        if reason is None and left_by_earlier_process:
+            reason = EARLIER_PROCESS
         notice = None
         if reason is not None:
             notice = f"the Python kernel of this conversation was restarted ({reason}): {_GONE}"

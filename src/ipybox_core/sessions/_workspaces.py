@@ -42,6 +42,12 @@ class WorkspaceRoot:
         self._secret = secret
         self._legacy_names = legacy_names
         self.path = Path(directory.path)
+        # workspaces an earlier process left here: their kernels are gone, their keys not yet back
+        listing = os.open(".", _LIST_FLAGS, dir_fd=directory.fd)
+        try:
+            self._earlier = {name for name in os.listdir(listing) if not name.startswith(".")}
+        finally:
+            os.close(listing)
 
     @classmethod
     def open(cls, path: Path, *, legacy_names: bool) -> WorkspaceRoot:
@@ -82,10 +88,12 @@ class WorkspaceRoot:
 
     def move_into_place(
         self, key: str, workspace: Path, move: Callable[[Path], None], *, taken_from: Callable[[int], bool]
-    ) -> None:
+    ) -> bool:
         """Make the warm directory ``workspace`` the workspace of ``key`` (``move(target)`` renames
         it), merging in the directory kept from an earlier kernel of ``key``; its files are given
         to the owner of ``workspace`` when ``taken_from`` accepts their owner (a sandbox uid).
+        Returns True when that directory was left by an earlier process (whose kernel is gone) and
+        ``key`` comes back for the first time since.
 
         Raises:
             UnsafePathError: something other than a plain directory is at ``key``'s name.
@@ -94,11 +102,16 @@ class WorkspaceRoot:
             raise ValueError(f"{workspace} is not a warm directory of {self.path}")
         name = self.name_of(key)
         found = self._dir.lstat(name)
+        earlier = name in self._earlier
         if found is None and self._legacy_names:
+            earlier = legacy_name(key) in self._earlier
             found = self._migrate(legacy_name(key), name)
         if found is not None:
             self._merge(name, found, workspace.name, taken_from)
         move(self.path / name)
+        self._earlier.discard(name)
+        self._earlier.discard(legacy_name(key))
+        return earlier and found is not None
 
     def remove(self, name: str) -> None:
         """Remove the directory ``name`` and everything in it, following nothing."""

@@ -254,3 +254,21 @@ async def test_placeholder_servers_connect_per_session_with_the_session_env(tmp_
         await eventually(lambda: seen["ann"][1] not in server_pids(), "ann's own server stopped")
         assert seen["ben"][1] in server_pids()
     assert server_pids() - before == set()
+
+
+async def test_a_conversation_back_after_a_restart_is_told_its_kernel_is_new(tmp_path: Path) -> None:
+    """A kept root outlives the process (an application or ``ipybox serve`` restarted): a key whose
+    workspace an earlier process left gets a fresh kernel and the notice, once; a new key none."""
+    async with Sessions(root=tmp_path, warm=0) as first:
+        await (await first.session("k")).executor.execute("x = 1\nopen('kept.txt', 'w').write('kept')")
+    async with Sessions(root=tmp_path, warm=0) as second:
+        again = await second.session("k")
+        notice = again.take_restart_notice()
+        assert (
+            notice is not None and "restarted since" in notice and "files in the workspace remain" in notice
+        )
+        state = await again.executor.execute("import os\nprint('x' in globals(), os.listdir('.'))")
+        assert state.text.strip() == "False ['kept.txt']"
+        assert (await second.session("new")).take_restart_notice() is None
+        await second.close_session("k")
+        assert "restarted since" not in ((await second.session("k")).take_restart_notice() or "")
