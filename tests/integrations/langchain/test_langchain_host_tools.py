@@ -206,6 +206,9 @@ async def test_a_when_predicate_gates_only_the_calls_it_takes(executor: CodeExec
             "refund": {
                 "allowed_decisions": ["approve", "reject"],
                 "when": lambda request: request.tool_call["args"]["order"].startswith("BIG"),
+                "description": lambda call, state, runtime: (
+                    f"refund {call['args']['order']} after {len(state['messages'])} messages"
+                ),
             }
         }
     )
@@ -214,6 +217,7 @@ async def test_a_when_predicate_gates_only_the_calls_it_takes(executor: CodeExec
     _, agent = agent_of(clerk_tools(refunded), [hitl, code], cell)
     _, asked = await run_to_end(agent, "when")
     assert action_names(asked) == [("agent_tools.refund", {"order": "BIG-2"})]
+    assert asked[0]["action_requests"][0]["description"] == "refund BIG-2 after 2 messages"
     assert refunded == ["S-1", "BIG-2"]
 
 
