@@ -180,6 +180,13 @@ class _Flow:
     state: AuthState
     storage_adapter: _StoreStorage
     context: Any
+    configured_scopes: str | None = None
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        # The SDK requests the scopes the server asks for; configured ones are added to those.
+        metadata = self.context.client_metadata
+        metadata.scope = union_scopes(metadata.scope, self.configured_scopes)
+        return await super()._perform_authorization()  # type: ignore[misc,no-any-return]
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
@@ -203,13 +210,7 @@ class _Flow:
 
 
 class _AuthorizationCodeFlow(_Flow, OAuthClientProvider):
-    configured_scopes: str | None = None
-
-    async def _perform_authorization(self) -> httpx2.Request:
-        # The SDK requests the scopes the server asks for; configured ones are added to those.
-        metadata = self.context.client_metadata
-        metadata.scope = union_scopes(metadata.scope, self.configured_scopes)
-        return await super()._perform_authorization()
+    pass
 
 
 class _ClientSecretFlow(_Flow, ClientCredentialsOAuthProvider):
@@ -267,6 +268,7 @@ def build_provider(
             adapter = provider.storage_adapter
     provider.state = state
     provider.storage_adapter = adapter
+    provider.configured_scopes = scope
     assert isinstance(provider, httpx2.Auth)
     return provider
 
@@ -325,7 +327,6 @@ def _authorization_code_provider(
         callback_handler=callback_handler,
         client_metadata_url=config.client_metadata_url,
     )
-    provider.configured_scopes = " ".join(config.scopes) if config.scopes else None
     provider.storage_adapter = adapter
     return provider
 

@@ -225,6 +225,16 @@ async def test_a_declined_authorization_is_one_line(mcp_url: str) -> None:
     )
 
 
+async def test_configured_scopes_are_asked_for_besides_the_servers(mcp_url: str) -> None:
+    browser = Browser()
+    browser.declines = True  # only the authorization URL matters here
+    async with McpRegistry(authorize=browser, token_store=MemoryTokenStore()) as registry:
+        with pytest.raises(McpAuthorizationError):
+            await registry.add("demo", {"url": mcp_url, "auth": {"type": "oauth", "scopes": ["profile"]}})
+    (request,) = browser.requests
+    assert "&scope=tools+profile" in request.url, request.url
+
+
 @pytest.mark.parametrize(
     ("auth", "problem"),
     [
