@@ -12,6 +12,9 @@ Request ``_meta`` of ``tools/call execute_code``:
 - ``ipybox.dev/resume``: ``true``: never start code, continue the call parked under ``call``
   (the pending question is returned again); a ``gone`` error when there is none;
 - ``ipybox.dev/client``: who answers (recorded as ``client:<name>`` in the audit log);
+- ``ipybox.dev/rules``: the client's approval rules for this call (the fields of an
+  ``--approval-rules`` file): they can only narrow the service's own rules, never widen them
+  (:func:`rules_data`);
 - ``ipybox.dev/output``: ``true``: with a ``progressToken``, each progress notification's
   ``message`` is a JSON object ``{"stream": "stdout" | "stderr", "text": ...}`` instead of the
   plain text (every client that sends a ``progressToken`` gets the output as the code prints it).
@@ -20,6 +23,8 @@ Input response ``content`` (next to ``action``): ``reason`` (a rejection's reaso
 (edited arguments of an accepted call) and ``cancel`` (``true``: stop the execution).
 
 Result ``_meta``: ``ipybox.dev/approval`` on an ``InputRequiredResult`` (the request as data),
+``ipybox.dev/answered`` on the next round of a call whose approval was answered from the approvals
+inbox (the decisions, as data: ``id``, ``approved``, ``decided_by``, ``reason``),
 ``ipybox.dev/result`` on a finished execution (``ipybox.dev/notice``: the session's kernel was
 restarted since its last call), ``ipybox.dev/error`` on a failure; ``ipybox.dev/streamed``: how
 many characters of output this round sent as progress notifications (the last notification's
@@ -31,6 +36,13 @@ the output still held when the round ends is ``ipybox.dev/held_output``, a list 
 Tool ``cancel_waiting`` cancels the session's executions that wait for an approval when the
 conversation moved on (``calls``: only these call ids; ``keep_calls``: never these; ``reason``:
 what the pending calls are rejected with); it returns how many it cancelled.
+
+The approvals inbox: tool ``list_approvals`` (``conversation``: only that one) returns, as JSON
+``{"approvals": [...]}``, every approval that waits in the service (:func:`waiting_from_data`
+reads one); tool ``answer_approval`` (``approval_id``, ``approve``, ``reason``, ``arguments``)
+decides one, as ``client:<name>``, and the execution continues in the service: the next round of
+its call (a resume, or the asking client's own answer) gets the outcome. A second answer gets a
+``decided`` error naming the first decider.
 
 This module is the one home of that wire format: the ``_meta`` keys, the session-name rule
 (:data:`SESSION_NAME`, :func:`service_key`), an approval as data both ways (:func:`approval_data`,
@@ -46,9 +58,12 @@ import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalRequest, ApprovalRules
+from ipybox_core.approval.rules_file import parse_rules
 from ipybox_core.errors import (
     ApprovalError,
     CodeError,
@@ -74,6 +89,8 @@ APPROVAL = PREFIX + "approval"
 RESULT = PREFIX + "result"
 ERROR = PREFIX + "error"
 NOTICE = PREFIX + "notice"
+RULES = PREFIX + "rules"
+ANSWERED = PREFIX + "answered"
 
 # --- names --------------------------------------------------------------------------------------
 
@@ -129,6 +146,11 @@ NOT_WAITING_MESSAGE = (
     "run; check the kernel state and run the code again if it is still needed."
 )
 """Told on a resume that finds no waiting execution for the call, where the cause is not known."""
+ANSWERED_ELSEWHERE_MESSAGE = (
+    "Note: this approval was already answered from the approvals inbox by {who} ({what}) before this "
+    "answer came: that decision was applied, and this answer was not."
+)
+"""Told (before the result) to a client whose answer came after the inbox's."""
 DECIDED_MESSAGE = "Error: this approval was already answered (by {who}); this answer was not applied."
 """Told the loser of two answers to one approval; ``{who}`` is who answered first."""
 MOVED_ON_MESSAGE = (
@@ -300,3 +322,87 @@ def meta_value(meta: Mapping[str, Any] | None, key: str) -> Any:
         return meta.get(key)
     extra = getattr(meta, "model_extra", None) or {}
     return extra.get(key, getattr(meta, key, None))
+
+
+# --- the approvals inbox and client rules -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WaitingApproval:
+    """One approval that waits in the service (an entry of the approvals inbox)."""
+
+    id: str
+    """The approval's id (the ``ApprovalRequest.id`` its conversation sees): answer it by this."""
+    conversation: str
+    """The conversation (session) key it waits in, as the client named it."""
+    call_id: str | None
+    """The ``execute_code`` call it belongs to (the framework's tool call id), if the client named one."""
+    kind: str
+    """``"mcp"`` or ``"shell"``."""
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    read_only: bool
+    """The tool says it only reads (``readOnlyHint``: a hint from the server)."""
+    hints: tuple[str, ...]
+    """The hints worth showing an approver: ``"read-only"``, ``"destructive"``."""
+    asked_at: float
+    """When the code asked (seconds since the epoch, the service's clock)."""
+    asked_by: str | None
+    """The client name of the process whose call asked (``ipybox.dev/client``), if it gave one."""
+    waiting_for: float
+    """Seconds it had waited when the list was made."""
+
+    @property
+    def name(self) -> str:
+        """``server.tool`` (``shell`` for a shell command)."""
+        return f"{self.server}.{self.tool}" if self.kind == "mcp" else "shell"
+
+
+def waiting_data(approval: WaitingApproval) -> dict[str, Any]:
+    """``approval`` as JSON data (an entry of ``list_approvals``)."""
+    data = dataclasses.asdict(approval)
+    data["hints"] = list(approval.hints)
+    return data
+
+
+def waiting_from_data(data: object) -> WaitingApproval:
+    """The :class:`WaitingApproval` that :func:`waiting_data` encoded."""
+    if not isinstance(data, Mapping):
+        raise ServiceError("the service listed an approval this client cannot read")
+    try:
+        return WaitingApproval(
+            id=str(data["id"]),
+            conversation=str(data["conversation"]),
+            call_id=None if data.get("call_id") is None else str(data["call_id"]),
+            kind=str(data["kind"]),
+            server=str(data["server"]),
+            tool=str(data["tool"]),
+            arguments=dict(data["arguments"]),
+            read_only=bool(data.get("read_only")),
+            hints=tuple(str(hint) for hint in data.get("hints") or ()),
+            asked_at=float(data["asked_at"]),
+            asked_by=None if data.get("asked_by") is None else str(data["asked_by"]),
+            waiting_for=float(data["waiting_for"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ServiceError(f"the service listed an approval this client cannot read: {error}") from None
+
+
+def rules_data(rules: ApprovalRules) -> dict[str, Any]:
+    """``rules`` as JSON data (``ipybox.dev/rules``: the fields of an approval rules file)."""
+    return {
+        "allow": list(rules.allow),
+        "deny": list(rules.deny),
+        "allow_read_only": rules.allow_read_only,
+        "default": rules.default,
+    }
+
+
+def rules_from_data(data: object) -> ApprovalRules:
+    """The :class:`ApprovalRules` of ``ipybox.dev/rules``.
+
+    Raises:
+        ConfigError: the data is not valid rules (every problem named, as for a rules file).
+    """
+    return parse_rules(data, Path("<the client's ipybox.dev/rules>"))

@@ -30,7 +30,7 @@ CONVERSATION_MOVED_ON = "moved-on"
 
 @dataclass(frozen=True)
 class ApprovalDecision:
-    """How a request was decided, and by whom (``"user"``, ``"policy:never"``, ``"policy:deny shop.*"``, ...)."""
+    """How a request was decided, and by whom (``"user"``, ``"policy:deny shop.*"``, ...)."""
 
     approved: bool
     decided_by: str

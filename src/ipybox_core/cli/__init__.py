@@ -1,4 +1,4 @@
-"""The ``ipybox`` command: ``run``, ``gen``, ``mcp`` and ``demo``.
+"""The ``ipybox`` command: ``run``, ``gen``, ``mcp``, ``serve``, ``approvals`` and ``demo``.
 
 Subcommands import their (heavy) dependencies only when they run, so ``ipybox --help`` and the
 start of ``ipybox mcp`` stay fast. Errors caused by the user (a missing file, an invalid config, an
@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from ipybox_core.cli import gen, mcp, run, serve
+from ipybox_core.cli import approvals, gen, mcp, run, serve
 from ipybox_core.cli._console import Console
 from ipybox_core.cli._errors import EXIT_USAGE, report
 
@@ -28,6 +28,7 @@ commands:
   ipybox gen NAME -- CMD ARGS...       generate a server's Python API and print its signatures
   ipybox mcp                           serve ipybox to MCP clients (Claude Code, Cursor, ...)
   ipybox serve                         run ipybox as a service that application processes share
+  ipybox approvals list|approve|reject  the approvals that wait in an ipybox service
 
 "ipybox COMMAND --help" explains each command."""
 
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_parser(commands)
     mcp.add_parser(commands)
     serve.add_parser(commands)
+    approvals.add_parser(commands)
     return parser
 
 

@@ -490,18 +490,7 @@ class CodeExecutor:
         otherwise it is rejected, the execution cancelled, and :class:`ConfigError` raised naming the
         fix (use :meth:`stream` to decide each call).
         """
-        result: ExecutionResult | None = None
-        async with self.stream(code, timeout=timeout) as execution:
-            async for event in execution:
-                if isinstance(event, ApprovalRequest):
-                    if not approve_all:
-                        await event.reject("execute() has no one to ask (approve_all=False)")
-                        raise ConfigError(NO_APPROVER.format(name=event.name))  # leaving cancels the code
-                    await event.accept()
-                elif isinstance(event, ExecutionResult):
-                    result = event
-        assert result is not None
-        return result
+        return await run_to_end(self.stream(code, timeout=timeout), approve_all=approve_all)
 
     async def cancel(self) -> None:
         """Cancel the running execution (if any): interrupt it and reject its pending approvals."""
@@ -740,6 +729,23 @@ def _backstop(request: ApprovalRequest, execution: Execution, delay: float) -> N
 
 
 _expiring: set[asyncio.Task[None]] = set()
+
+
+async def run_to_end(execution: Execution, *, approve_all: bool) -> ExecutionResult:
+    """``execute()`` of every executor: ``execution`` run to its end, each call the policy leaves to a
+    decision accepted (``approve_all``) or rejected with :class:`ConfigError` naming the fix."""
+    result: ExecutionResult | None = None
+    async with execution:
+        async for event in execution:
+            if isinstance(event, ApprovalRequest):
+                if not approve_all:
+                    await event.reject("execute() has no one to ask (approve_all=False)")
+                    raise ConfigError(NO_APPROVER.format(name=event.name))  # leaving cancels the code
+                await event.accept()
+            elif isinstance(event, ExecutionResult):
+                result = event
+    assert result is not None
+    return result
 
 
 def _gateway_config(gateway: str | GatewayConfig | None, token: str | None) -> GatewayConfig | None:

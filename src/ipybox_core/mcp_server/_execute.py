@@ -24,6 +24,7 @@ from ipybox_core.errors import (
     ExecutorBusy,
     KernelDied,
 )
+from ipybox_core.mcp_server import inbox
 from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
@@ -83,26 +84,37 @@ async def start(
     A call id already parked in this session is not started again: its pending question is
     returned (the client lost the first answer, e.g. its process restarted).
     """
-    if caller.call is not None and (parked := _parked_call(service, caller)) is not None:
-        return _ask(approver, parked.key, parked.request)
+    if caller.call is not None:
+        answered = service.answered.take(caller.session, call=caller.call)
+        if answered is not None:  # answered from the inbox: its outcome, not a second run
+            return await inbox.outcome_of(answered, service, overtook=False)
+        if (parked := _parked_call(service, caller)) is not None:
+            return _ask(approver, parked.key, parked.request)
     executor = session.executor
     assert executor is not None
     try:
         execution = executor.stream(code, timeout=timeout)
     except ExecutorBusy:
         return error_result("busy", BUSY_MESSAGE)
-    result = await drive(service, approver, ctx, execution, ParkedCall(session.key, max_chars, caller.call))
+    call = ParkedCall(session.key, max_chars, caller.call, caller.client)
+    result = await drive(service, approver, ctx, execution, call)
     if isinstance(result, CallToolResult) and (notice := session.take_restart_notice()) is not None:
         result.content.insert(0, TextContent(type="text", text=notice))
         result.meta = {**(result.meta or {}), protocol.NOTICE: notice}
     return result
 
 
-def resume_call(
+async def resume_call(
     service: IpyboxService, approver: Approver, caller: Caller
 ) -> CallToolResult | InputRequiredResult:
-    """The pending question of the call ``caller.call`` parked in ``caller.session``; never runs code."""
-    parked = _parked_call(service, caller) if caller.call is not None else None
+    """The pending question of the call ``caller.call`` parked in ``caller.session`` (or, once the
+    approvals inbox answered it, the execution's next stop); never runs code."""
+    if caller.call is None:
+        return error_result("gone", GONE_MESSAGE)
+    answered = service.answered.take(caller.session, call=caller.call)
+    if answered is not None:
+        return await inbox.outcome_of(answered, service, overtook=False)
+    parked = _parked_call(service, caller)
     if parked is None:
         return error_result("gone", GONE_MESSAGE)
     return _ask(approver, parked.key, parked.request)
@@ -122,33 +134,39 @@ async def resume(
     """
     parked = service.parked.get(state)
     if parked is None or parked.context.session != caller.session:
+        answered = service.answered.take(caller.session, state=state, call=caller.call)
+        if answered is not None:  # the inbox answered first: this answer is not applied
+            return await inbox.outcome_of(answered, service, overtook=True)
         winner = decisions.who(state) if parked is None else None
         if winner is not None:
             return failure_result(ApprovalError(f"already answered by {winner}", decided_by=winner))
         return error_result("gone", GONE_MESSAGE)
     service.parked.take(state)
+    assert parked.request is not None  # parked only at an approval request
     decisions.remember(state, caller.decided_by)
+    decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
     responses = ctx.input_responses or {}
     answer = answer_of(responses.get(parked.key))
-    assert parked.request is not None  # parked only at an approval request
     if answer.cancel:
         await cancel_execution(
             parked.execution, answer.reason or "cancelled by the client", caller.decided_by
         )
     else:
         await apply_answer(parked.request, answer, decided_by=caller.decided_by)
-    return await drive(service, approver, ctx, parked.execution, parked.context)
+    context = dataclasses.replace(parked.context, client=caller.client or parked.context.client)
+    return await drive(service, approver, ctx, parked.execution, context)
 
 
 async def drive(
     service: IpyboxService,
     approver: Approver,
-    ctx: Context[Any, Any],
+    ctx: Context[Any, Any] | None,
     execution: Execution,
     call: ParkedCall,
 ) -> CallToolResult | InputRequiredResult:
     """Run ``execution`` until it ends, or until the client must be asked in a new round; its
-    output goes to the client as it is printed (:class:`OutputRelay`)."""
+    output goes to the client as it is printed (:class:`OutputRelay`). Without ``ctx`` (an
+    execution the approvals inbox continued, no request to answer) every question is parked."""
     from ipybox_core.executor import ExecutionResult, OutputChunk  # loaded with the executor
 
     relay = OutputRelay(ctx, limit=call.max_chars)
@@ -160,10 +178,11 @@ async def drive(
                 event = _explain_missing_server(service, event)
                 return await relay.finish(execution_result(event, max_chars=call.max_chars))
             elif isinstance(event, ApprovalRequest):
-                channel = approver.channel(ctx)
+                channel = approver.channel(ctx) if ctx is not None else "input_required"
                 if channel == "input_required":
                     parked = service.parked.park(secrets.token_urlsafe(16), execution, event, call)
                     return await relay.finish(_ask(approver, parked.key, event))
+                assert ctx is not None
                 await approver.decide_now(event, ctx, channel)
         raise RuntimeError("the execution ended without a result")
     except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:

@@ -26,7 +26,8 @@ which the client cannot reuse the connection of) and hands its output over with 
 
 class OutputRelay:
     """Sends the output chunks of an ``execute_code`` round as ``notifications/progress`` of the
-    request, when the client asked for progress (a ``progressToken``): the ``message`` is the text,
+    request, when the client asked for progress (a ``progressToken``; none without a request, ``ctx``
+    ``None``: an execution the approvals inbox continued): the ``message`` is the text,
     or ``{"stream", "text"}`` as JSON for a client that set ``ipybox.dev/output``.
 
     Output of the round's first :data:`LIVE_AFTER` seconds is held; from then on (or when the
@@ -36,10 +37,10 @@ class OutputRelay:
     has the head and tail of longer output.
     """
 
-    def __init__(self, ctx: Context[Any, Any], *, limit: int, live_after: float = LIVE_AFTER) -> None:
-        meta = ctx.request_context.meta
+    def __init__(self, ctx: Context[Any, Any] | None, *, limit: int, live_after: float = LIVE_AFTER) -> None:
+        meta = ctx.request_context.meta if ctx is not None else None
         self._ctx = ctx
-        self._on = protocol.meta_value(meta, "progress_token") is not None
+        self._on = ctx is not None and protocol.meta_value(meta, "progress_token") is not None
         self._as_json = protocol.meta_value(meta, protocol.OUTPUT) is True
         self._room = limit
         self._held: list[OutputChunk] = []
@@ -96,4 +97,5 @@ class OutputRelay:
                     json.dumps({"stream": chunk.stream, "text": chunk.text}) if self._as_json else chunk.text
                 )
                 with contextlib.suppress(Exception):  # the client went away: the request ends anyway
+                    assert self._ctx is not None  # on only with a request to notify
                     await self._ctx.report_progress(self.sent, None, text)

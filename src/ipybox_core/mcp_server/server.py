@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -15,7 +16,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types.version import is_version_at_least
 from pydantic import Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,10 +25,10 @@ from ipybox_core import protocol
 from ipybox_core._http_limits import ListenerLimits, descriptor_budget_limits, plain_refusal, repeats_limited
 from ipybox_core._http_listener import HttpListener
 from ipybox_core.errors import ConfigError, IpyboxError
-from ipybox_core.mcp_server import _execute
-from ipybox_core.mcp_server._results import error_result, text_result
+from ipybox_core.mcp_server import _execute, inbox
+from ipybox_core.mcp_server._results import error_result, failure_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
-from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Approver
+from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Answer, Approver
 from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, HostCheck, allowed_hosts, resolve_token
 from ipybox_core.mcp_server.health import HealthEndpoints
 from ipybox_core.mcp_server.packages import install_requirements
@@ -63,8 +64,10 @@ TEXT_ONLY = False
 result to validate (the MCP client's validator, jsonschema, can take seconds to import)."""
 
 
-def build_server(service: IpyboxService) -> MCPServer[Any]:
-    """The MCP server with ipybox's tools (the caller starts and closes ``service``)."""
+def build_server(service: IpyboxService, *, inbox_tools: bool = True) -> MCPServer[Any]:
+    """The MCP server with ipybox's tools (the caller starts and closes ``service``);
+    ``inbox_tools``: with the approvals inbox's (``list_approvals``, ``answer_approval``), for
+    Streamable HTTP, where many clients share the service (stdio has one client)."""
     ttl = service.settings.approval_timeout + 60.0
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
@@ -99,7 +102,7 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         if ctx.request_state is not None:
             return await _execute.resume(service, approver, ctx, caller, ctx.request_state, decisions)
         if protocol.meta_value(ctx.request_context.meta, protocol.RESUME) is True:
-            return _execute.resume_call(service, approver, caller)
+            return await _execute.resume_call(service, approver, caller)
         limit = max_output_chars or settings.output_limit
         try:
             session = await service.session(caller.session)
@@ -240,6 +243,9 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
             keep=set(keep_calls or ()),
         )
 
+    if inbox_tools:
+        _add_inbox_tools(server, service, approver, decisions)
+
     @server.tool(annotations=ToolAnnotations(destructive_hint=True), structured_output=TEXT_ONLY)
     async def reset(ctx: Context[Any, Any]) -> str:
         """Restart the kernel: all variables and imports are lost; registered MCP servers and their
@@ -251,6 +257,65 @@ def build_server(service: IpyboxService) -> MCPServer[Any]:
         return "The kernel was reset: state cleared, MCP servers and their API kept."
 
     return server
+
+
+def _add_inbox_tools(
+    server: MCPServer[Any], service: IpyboxService, approver: Approver, decisions: _execute.Decisions
+) -> None:
+    """The approvals inbox's tools (:mod:`.inbox`)."""
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=TEXT_ONLY)
+    async def list_approvals(
+        conversation: Annotated[
+            str | None, Field(description="only this conversation (session) key", max_length=256)
+        ] = None,
+    ) -> str:
+        """The approvals inbox: every approval that waits in the service, across conversations
+        (conversation, call id, server and tool, arguments, read-only hint, when and by which client
+        it was asked, how long it has waited), as JSON {"approvals": [...]}, oldest first."""
+        listed = inbox.waiting(service, conversation)
+        return json.dumps({"approvals": [protocol.waiting_data(item) for item in listed]}, default=repr)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    async def answer_approval(
+        ctx: Context[Any, Any],
+        approval_id: Annotated[
+            str, Field(description="the id list_approvals gave", min_length=1, max_length=64)
+        ],
+        approve: Annotated[bool, Field(description="true: run the call; false: reject it")],
+        reason: Annotated[
+            str | None, Field(description="why it is rejected (the code's PermissionError)", max_length=2000)
+        ] = None,
+        arguments: Annotated[
+            dict[str, Any] | None, Field(description="edited arguments of an approved call")
+        ] = None,
+    ) -> CallToolResult:
+        """Answer a waiting approval from the inbox (audited as client:<name>); its execution
+        continues in the service, and the next round of its call gets the outcome."""
+        caller = caller_of(ctx)
+        reply = Answer("accept" if approve else "decline", reason=reason, arguments=arguments)
+        try:
+            answered = await inbox.answer(
+                service,
+                decisions.remember,
+                decisions.who,
+                lambda execution, call: _execute.drive(service, approver, None, execution, call),
+                approval_id=approval_id,
+                reply=reply,
+                decided_by=caller.decided_by,
+                caller_session=caller.session,
+            )
+        except IpyboxError as error:
+            return failure_result(error)
+        verb = "approved" if approve else "rejected"
+        return CallToolResult(
+            content=[
+                TextContent(
+                    type="text", text=f"{verb} {answered.name} in conversation {answered.conversation}"
+                )
+            ],
+            _meta={protocol.APPROVAL: protocol.waiting_data(answered)},
+        )
 
 
 def session_key(ctx: Context[Any, Any] | None) -> str | None:
@@ -359,7 +424,7 @@ async def serve(
     """
     if transport not in ("stdio", "streamable-http"):
         raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
-    server = build_server(service)
+    server = build_server(service, inbox_tools=transport != "stdio")
     if transport == "stdio":
         async with service:
             if service.settings.require_servers:  # before the handshake: a failure ends the process

@@ -29,12 +29,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ipybox_core._safe_fs import SafeDir, anchored
-from ipybox_core.approval.request import SHUTDOWN
+from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp_server._parked import ParkedExecutions
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.health import Readiness
+from ipybox_core.mcp_server.inbox import AnsweredCall, AnsweredCalls
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
 from ipybox_core.suspended import SuspendedExecution
@@ -77,6 +78,8 @@ class ParkedCall:
     max_chars: int
     call: str | None = None
     """The call id the client chose for this ``execute_code`` (if it gave one)."""
+    client: str | None = None
+    """The client name of the process whose round asked (``ipybox.dev/client``), for the inbox."""
 
 
 @dataclass(eq=False)
@@ -155,6 +158,8 @@ class IpyboxService:
             abandon_after=settings.approval_timeout + 60.0,
             abandon_reason="nobody answered the approval request in time",
         )
+        # Executions answered from the approvals inbox, until their call's next round takes the outcome.
+        self.answered = AnsweredCalls(keep_for=settings.approval_timeout + 60.0)
         self._notify = notify or _stderr
         self._default = ClientSession(None, settings.workspace)
         self._pool: Sessions | None = None  # the keyed sessions' kernels, once started
@@ -335,11 +340,18 @@ class IpyboxService:
         """Cancel the executions of session ``key`` parked for an approval round (those whose call
         id is in ``only`` if given; never those in ``keep``); returns how many."""
 
-        def chosen(parked: SuspendedExecution[ParkedCall]) -> bool:
-            call = parked.context.call
-            return parked.context.session == key and (only is None or call in only) and call not in keep
+        def chosen_call(session: str | None, call: str | None) -> bool:
+            return session == key and (only is None or call in only) and call not in keep
 
-        return await self.parked.cancel_all(reason, where=chosen)
+        def chosen(parked: SuspendedExecution[ParkedCall]) -> bool:
+            return chosen_call(parked.context.session, parked.context.call)
+
+        def chosen_answered(answered: AnsweredCall) -> bool:
+            return chosen_call(answered.session, answered.call)
+
+        cancelled = await self.parked.cancel_all(reason, where=chosen)
+        # An answered execution parked again at its next approval was cancelled just now: counted once.
+        return cancelled + await self.answered.cancel_all(reason, chosen_answered, CONVERSATION_MOVED_ON)
 
     async def close(self) -> None:
         """Cancel parked executions and stop every kernel and MCP server process."""
@@ -352,6 +364,7 @@ class IpyboxService:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+        await self.answered.cancel_all("the ipybox MCP server is shutting down", lambda _: True, SHUTDOWN)
         await self.parked.cancel_all("the ipybox MCP server is shutting down", decided_by=SHUTDOWN)
         pool, self._pool = self._pool, None
         self._clients.clear()

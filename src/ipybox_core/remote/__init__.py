@@ -12,8 +12,17 @@ The service is an MCP server (see :mod:`ipybox_core.protocol`); this client adds
 conversation keys and call ids so that an approval can be answered from any process.
 """
 
-from ipybox_core.errors import ExecutionGone, ServiceError
+from ipybox_core.errors import ApprovalError, ExecutionGone, ServiceError
+from ipybox_core.protocol import WaitingApproval
 from ipybox_core.remote._executor import RemoteExecutor
 from ipybox_core.remote._sessions import RemoteSession, RemoteSessions
 
-__all__ = ["ExecutionGone", "RemoteExecutor", "RemoteSession", "RemoteSessions", "ServiceError"]
+__all__ = [
+    "ApprovalError",
+    "ExecutionGone",
+    "RemoteExecutor",
+    "RemoteSession",
+    "RemoteSessions",
+    "ServiceError",
+    "WaitingApproval",
+]

@@ -18,10 +18,13 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputResponses, RequestParamsMeta
 
 from ipybox_core import protocol
+from ipybox_core.approval import ApprovalRules
 from ipybox_core.errors import ExecutionGone, ServiceError
 from ipybox_core.remote._link import Link, LinkDown
 
 TOKEN_ENV = "IPYBOX_MCP_TOKEN"
+INBOX_SESSION = "ipybox-inbox"
+"""The session the inbox's calls name (they start no kernel; no approval waits in it)."""
 Round = CallToolResult | InputRequiredResult
 GONE = "the execution waiting for this approval is gone (the ipybox service restarted or forgot it)"
 _OUTPUT_GRACE = 1.0  # seconds to wait for output notifications behind a round's result
@@ -142,14 +145,18 @@ class ServiceConnection:
         input_responses: InputResponses | None = None,
         request_state: str | None = None,
         on_output: OnOutput | None = None,
+        rules: ApprovalRules | None = None,
     ) -> Round:
         """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
-        the code's output as it is printed, all of it before this returns."""
+        the code's output as it is printed, all of it before this returns; ``rules`` narrow the
+        service's approval rules for this call."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
         if resume:
             meta[protocol.RESUME] = True
+        if rules is not None:
+            meta[protocol.RULES] = protocol.rules_data(rules)
         output = _Output(on_output) if on_output is not None else None
         if output is not None:
             meta[protocol.OUTPUT] = True
@@ -208,8 +215,37 @@ class ServiceConnection:
             raise ServiceError(f"the ipybox service at {self.url} failed {name}: {_reason(error)}") from None
         text = "\n".join(getattr(block, "text", "") for block in result.content)
         if result.is_error:
+            failure = protocol.meta_value(result.meta, protocol.ERROR)
+            if failure is not None:  # an ipybox error as data: its own exception
+                raise protocol.decode_error(failure, text)
             raise ServiceError(f"the ipybox service refused {name}: {text}")
         return text
+
+    async def waiting_approvals(self, conversation: str | None = None) -> list[protocol.WaitingApproval]:
+        """The approvals inbox: what waits in the service (in ``conversation`` only, if given)."""
+        arguments = {} if conversation is None else {"conversation": conversation}
+        text = await self.call_tool(INBOX_SESSION, "list_approvals", arguments)
+        try:
+            listed = json.loads(text)["approvals"]
+        except (ValueError, KeyError, TypeError):
+            raise ServiceError("the service's list_approvals answer is not an approvals list") from None
+        return [protocol.waiting_from_data(item) for item in listed]
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Decide the waiting approval ``approval_id`` from the inbox (as ``client:<name>``)."""
+        data: dict[str, Any] = {"approval_id": approval_id, "approve": approve}
+        if reason is not None:
+            data["reason"] = reason[:2000]
+        if arguments is not None:
+            data["arguments"] = dict(arguments)
+        await self.call_tool(INBOX_SESSION, "answer_approval", data)
 
 
 class _Unreachable(Exception):

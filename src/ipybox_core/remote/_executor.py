@@ -6,14 +6,17 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredResult
 
 from ipybox_core import protocol
+from ipybox_core.approval import ApprovalDecision, ApprovalRequest, ApprovalRules
 from ipybox_core.errors import CodeError, ExecutorBusy
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit
+from ipybox_core.executor.executor import run_to_end
 from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
 from ipybox_core.suspended import MOVED_ON
 
@@ -29,12 +32,23 @@ class RemoteExecutor:
     :meth:`cancel_waiting` in any process cancels it when the conversation moved on.
     """
 
-    def __init__(self, connection: ServiceConnection, session: str, api_reference: Any) -> None:
+    def __init__(
+        self,
+        connection: ServiceConnection,
+        session: str,
+        api_reference: Any,
+        *,
+        approval_rules: ApprovalRules | None = None,
+    ) -> None:
         self._connection = connection
         self.session = session
+        self.approval_rules = approval_rules
+        """Rules that narrow the service's for this session's calls (never widen them): a call the
+        service's rules allow is asked or denied when these say so (``None``: the service's alone)."""
         self._api_reference = api_reference
         self._active: Execution | None = None
         self._active_call: str | None = None  # the call id the active execution runs under
+        self._active_rounds: _Rounds | None = None  # the active execution's open question
 
     @property
     def busy(self) -> bool:
@@ -58,18 +72,31 @@ class RemoteExecutor:
 
         async def first(emit: Emit) -> Round:
             return await self._connection.execute(
-                self.session, arguments=arguments, call=call_id, on_output=_chunks(emit)
+                self.session,
+                arguments=arguments,
+                call=call_id,
+                on_output=_chunks(emit),
+                rules=self.approval_rules,
             )
 
         return self._execution(first, arguments, call_id)
 
+    async def execute(
+        self, code: str, *, timeout: float | None = None, approve_all: bool = False
+    ) -> ExecutionResult:
+        """Run ``code`` to the end, as ``CodeExecutor.execute``: a call the rules leave to a decision
+        is accepted with ``approve_all``, else rejected (:class:`~ipybox_core.errors.ConfigError`)."""
+        return await run_to_end(self.stream(code, timeout=timeout), approve_all=approve_all)
+
     async def reattach(self, call_id: str) -> Execution | None:
         """The execution parked under ``call_id`` in this session (from any process), or ``None``.
 
-        Started here and still waiting: that execution, its pending approval handed out again;
-        otherwise the service's, picked up with its pending question."""
+        Started here and still waiting: that execution, its pending approval handed out again (or,
+        when the approvals inbox answered it meanwhile, the request decided so and the execution
+        going on to its next stop); otherwise the service's, picked up with its pending question."""
         active = self._active
         if active is not None and not active.done and self._active_call == call_id:
+            await self._catch_up(call_id)
             active.resurface()
             return active
         arguments: dict[str, Any] = {"code": ""}
@@ -117,16 +144,41 @@ class RemoteExecutor:
 
     # --- rounds ---------------------------------------------------------------------------------
 
+    async def _catch_up(self, call_id: str) -> None:
+        """If the active execution's open question was answered elsewhere (the approvals inbox),
+        decide its request as the service did and hand the execution's next stop to its rounds."""
+        rounds = self._active_rounds
+        question = rounds.waiting[-1] if rounds is not None and rounds.waiting else None
+        if rounds is None or question is None or not question.request.pending:
+            return
+        reply = await self._connection.execute(
+            self.session, arguments={"code": ""}, call=call_id, resume=True
+        )
+        answers = protocol.meta_value(reply.meta, protocol.ANSWERED)
+        if not isinstance(answers, list) or not question.request.pending:
+            return  # still waiting (or gone: answering it says so)
+        mine = next((a for a in answers if isinstance(a, dict) and a.get("id") == question.request.id), {})
+        rounds.handoff.append(reply)
+        reason = mine.get("reason")
+        question.request.resolve(
+            ApprovalDecision(
+                approved=mine.get("approved") is True,
+                decided_by=str(mine.get("decided_by") or "another client"),
+                reason=reason if isinstance(reason, str) else None,
+            )
+        )
+
     def _execution(self, first: Any, arguments: dict[str, Any], call_id: str | None) -> Execution:
         """An execution over rounds; every retry resends ``arguments`` (the service's request
         state is bound to the call it was issued for)."""
         cancelled = asyncio.Event()
-        waiting: list[tuple[str, str]] = []  # (input key, request state) of the open question
+        rounds = _Rounds(call_id)
+        waiting = rounds.waiting
 
         async def drive(emit: Emit) -> ExecutionResult:
             body = asyncio.ensure_future(
                 self._rounds(
-                    await_first=first, arguments=arguments, emit=emit, waiting=waiting, cancelled=cancelled
+                    await_first=first, arguments=arguments, emit=emit, rounds=rounds, cancelled=cancelled
                 )
             )
             stop = asyncio.ensure_future(cancelled.wait())
@@ -140,13 +192,15 @@ class RemoteExecutor:
             with contextlib.suppress(BaseException):
                 await body
             if waiting:  # stop it on the service too: the question will not be answered
-                key, state = waiting[-1]
+                question = waiting[-1]
                 with contextlib.suppress(Exception):
                     await self._connection.execute(
                         self.session,
                         arguments=arguments,
-                        input_responses={key: ElicitResult(action="cancel", content={"cancel": True})},
-                        request_state=state,
+                        input_responses={
+                            question.key: ElicitResult(action="cancel", content={"cancel": True})
+                        },
+                        request_state=question.state,
                     )
             return ExecutionResult(text="")
 
@@ -154,7 +208,7 @@ class RemoteExecutor:
             cancelled.set()
 
         execution = Execution(drive, self._finished, cancel)
-        self._active, self._active_call = execution, call_id
+        self._active, self._active_call, self._active_rounds = execution, call_id, rounds
         return execution
 
     async def _rounds(
@@ -163,7 +217,7 @@ class RemoteExecutor:
         await_first: Any,
         arguments: dict[str, Any],
         emit: Emit,
-        waiting: list[tuple[str, str]],
+        rounds: _Rounds,
         cancelled: asyncio.Event,
     ) -> ExecutionResult:
         reply: Round = await await_first(emit)
@@ -171,11 +225,15 @@ class RemoteExecutor:
             key = next(iter(reply.input_requests or {}), "")
             state = reply.request_state or ""
             request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
-            waiting.append((key, state))
+            rounds.waiting.append(_Question(key, state, request))
             emit(request)
             decision = await request.wait()
             if cancelled.is_set():
                 await asyncio.Event().wait()  # the driver stops the execution instead of answering
+            if rounds.handoff:  # answered from the inbox: its next stop instead of this answer's
+                reply = rounds.handoff.pop(0)
+                rounds.waiting.clear()
+                continue
             content: dict[str, Any] = {}
             if decision.reason:
                 content["reason"] = decision.reason
@@ -189,14 +247,34 @@ class RemoteExecutor:
                 arguments=arguments,
                 input_responses={key: answer},
                 request_state=state,
+                call=rounds.call_id,
                 on_output=_chunks(emit),
             )
-            waiting.clear()
+            rounds.waiting.clear()
         return _result(reply)
 
     def _finished(self, execution: Execution) -> None:
         if self._active is execution:
             self._active = None
+
+
+@dataclass(frozen=True)
+class _Question:
+    """An open question of an execution: its input key, request state and approval request."""
+
+    key: str
+    state: str
+    request: ApprovalRequest
+
+
+@dataclass
+class _Rounds:
+    """An execution's rounds: its call id, its open question, and the next stop handed over by
+    :meth:`RemoteExecutor._catch_up` when the inbox answered that question."""
+
+    call_id: str | None
+    waiting: list[_Question] = field(default_factory=list)
+    handoff: list[Round] = field(default_factory=list)
 
 
 def _chunks(emit: Emit) -> OnOutput:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
+from typing import Any
 
-from ipybox_core.protocol import service_key
+from ipybox_core.approval import ApprovalRules
+from ipybox_core.protocol import WaitingApproval, service_key
 from ipybox_core.remote._connection import TOKEN_ENV, ServiceConnection, default_client_name
 from ipybox_core.remote._executor import RemoteExecutor
 
@@ -39,6 +41,13 @@ class RemoteSessions:
     entered ``RemoteSessions``, e.g. a FastAPI lifespan, is never cancelled), and the next call
     connects again by itself. ``wait_for_service`` (seconds, default 0) lets :meth:`start` wait for
     a service that is not up yet, e.g. a worker started before it.
+
+    ``approval_rules`` narrow the service's own rules (``--approval-rules``) for every session of
+    this client, never widen them: the service's rules decide first, and a call they allow is asked
+    or denied when these say so (a session's ``executor.approval_rules`` narrows that session).
+
+    The approvals inbox: :meth:`waiting_approvals` lists what waits across every conversation of
+    the service, :meth:`answer_approval` answers one (audited as ``client:<client_name>``).
     """
 
     def __init__(
@@ -49,9 +58,11 @@ class RemoteSessions:
         client_name: str | None = None,
         connect_timeout: float = 30.0,
         wait_for_service: float = 0.0,
+        approval_rules: ApprovalRules | None = None,
     ) -> None:
         self.url = url
         self.wait_for_service = wait_for_service
+        self.approval_rules = approval_rules
         self._connection = ServiceConnection(
             url,
             token=token if token is not None else os.environ.get(TOKEN_ENV),
@@ -96,7 +107,9 @@ class RemoteSessions:
             await self.start()
         session = self._sessions.get(key)
         if session is None:
-            executor = RemoteExecutor(self._connection, service_key(key), self.api_reference)
+            executor = RemoteExecutor(
+                self._connection, service_key(key), self.api_reference, approval_rules=self.approval_rules
+            )
             session = self._sessions[key] = RemoteSession(key, executor)
         return session
 
@@ -107,3 +120,45 @@ class RemoteSessions:
             return self._reference
         head = self._reference[: max(max_chars - len(_SHORTENED), 0)]
         return head[: head.rfind("\n") + 1] + _SHORTENED
+
+    # --- the approvals inbox ------------------------------------------------------------------
+
+    async def waiting_approvals(self, conversation: str | None = None) -> list[WaitingApproval]:
+        """Every approval that waits in the service, across conversations (only ``conversation``'s
+        when given), oldest first: who asked, since when, for which call.
+
+        Raises:
+            ServiceError: the service could not be reached.
+        """
+        if not self._open:
+            await self.start()
+        key = None if conversation is None else service_key(conversation)
+        return await self._connection.waiting_approvals(key)
+
+    async def answer_approval(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Answer the waiting approval ``approval_id`` (a :class:`WaitingApproval`'s ``id``): run the
+        call (``approve``, optionally with edited ``arguments``) or reject it with ``reason``.
+
+        The service audits it as ``client:<client_name>`` and continues the execution at once; the
+        conversation gets the outcome when it next resumes the call (``reattach``), or as the answer
+        to its own decision if it was still asked.
+
+        Raises:
+            ApprovalError: it was answered already (``decided_by`` names who answered first), or
+                it waits in the inbox's own session.
+            ExecutionGone: nothing waits under that id (answered, expired, cancelled, or the
+                service restarted).
+            ServiceError: the service could not be reached.
+        """
+        if not self._open:
+            await self.start()
+        await self._connection.answer_approval(
+            approval_id, approve=approve, reason=reason, arguments=arguments
+        )

@@ -11,7 +11,7 @@ import pytest
 from mcp_server_kit import TEST_SERVER, HttpIpybox, session_dirs, start_http_ipybox
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ApprovalError, ServiceError
+from ipybox_core.errors import ApprovalError, ConfigError, ServiceError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.remote import RemoteSessions
 
@@ -202,3 +202,15 @@ async def test_a_quick_rounds_output_comes_with_its_answer_in_order(service: Htt
             ("stdout", "sum 3\n"),
             ("result", "before\nsum 3\n"),
         ]
+
+
+@in_module_loop
+async def test_execute_runs_code_to_the_end_as_a_code_executor_does(service: HttpIpybox) -> None:
+    add = "from mcptools.test import add\nprint('sum', add(a=1, b=2))"
+    async with remote(service) as sessions:
+        executor = (await sessions.session("execute")).executor
+        assert (await executor.execute("print(6 * 7)")).text.strip() == "42"
+        with pytest.raises(ConfigError, match=r"approve_all=True"):
+            await executor.execute(add)  # no one to ask: refused, and the code stopped in the service
+        assert not executor.busy
+        assert (await executor.execute(add, approve_all=True)).text.strip() == "sum 3"

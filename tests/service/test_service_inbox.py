@@ -1,0 +1,181 @@
+"""The approvals inbox of ``ipybox serve``: an approval asked through a worker process is listed by
+``ipybox approvals`` (a real subprocess) and answered from it; the execution goes on as if its own
+worker had answered, and the audit log names who decided each call (``client:<name>``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from service_kit import APPS, TOKEN, Service, start_app, start_service, wait_for_line
+
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import ApprovalError, ExecutionGone
+from ipybox_core.executor import ExecutionResult
+from ipybox_core.remote import RemoteSessions
+
+RULES = 'allow_read_only = true\ndeny = ["test.die"]\n'
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The module's ``ipybox serve``, with approval rules and an audit log."""
+    root = tmp_path_factory.mktemp("inbox")
+    (root / "rules.toml").write_text(RULES)
+    shared = start_service(
+        root / "ws", "--approval-rules", str(root / "rules.toml"), "--audit-log", str(root / "audit.jsonl")
+    )
+    yield shared
+    assert shared.stop() == 0
+
+
+def audit(service: Service, approval_id: str) -> list[tuple[str, bool, str]]:
+    """The audit log's decisions of approval ``approval_id``: (tool, approved, decided_by)."""
+    path = service.log.parent / "audit.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        (r["tool"], r["approved"], r["decided_by"]) for r in records if r.get("request_id") == approval_id
+    ]
+
+
+def approvals(
+    service: Service, *args: str, token_file: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``ipybox approvals ARGS --url URL`` as a real process (the token from the environment, or the file)."""
+    command = [sys.executable, "-m", "ipybox_core.cli", "approvals", *args, "--url", service.url]
+    env = {**os.environ, "IPYBOX_MCP_TOKEN": TOKEN}
+    if token_file is not None:
+        command += ["--token-file", str(token_file)]
+        del env["IPYBOX_MCP_TOKEN"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def worker(service: Service, conversation: str, call: str, mode: str) -> subprocess.Popen[str]:
+    process = start_app("inbox_app.py", service.url, conversation, call, mode)
+    assert process.stdin is None
+    return process
+
+
+def holding_worker(service: Service, conversation: str, call: str) -> tuple[subprocess.Popen[str], str]:
+    """A worker process that asked for an approval and stays attached; returns it and the approval id."""
+    process = subprocess.Popen(
+        [sys.executable, str(APPS / "inbox_app.py"), service.url, conversation, call, "hold"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "IPYBOX_MCP_TOKEN": TOKEN},
+    )
+    return process, wait_for_line(process, "asked ").split()[1]
+
+
+def finish(process: subprocess.Popen[str], command: str) -> list[str]:
+    """Send ``command`` to a holding worker; its remaining output lines."""
+    out, err = process.communicate(command + "\n", timeout=120)
+    assert process.returncode == 0, err
+    return out.splitlines()
+
+
+def test_an_approval_asked_through_a_worker_is_listed_and_approved_from_the_command_line(
+    service: Service, conversation: str, tmp_path: Path
+) -> None:
+    process, approval_id = holding_worker(service, conversation, "call-1")
+    listed = approvals(service, "list", "--conversation", conversation)
+    assert listed.returncode == 0, listed.stderr
+    [line] = listed.stdout.splitlines()
+    assert line.startswith(f"{approval_id}  {conversation} call call-1  test.count ")
+    assert f'{{"tag": "{conversation}"}}' in line and "asked by worker-hold" in line and " s ago" in line
+    as_json = approvals(service, "list", "--json")
+    [mine] = [json.loads(entry) for entry in as_json.stdout.splitlines() if approval_id in entry]
+    assert (mine["conversation"], mine["call_id"], mine["read_only"]) == (conversation, "call-1", False)
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    approved = approvals(service, "approve", approval_id[:8], "--client-name", "ops", token_file=token)
+    assert (approved.returncode, approved.stderr.strip()) == (0, f"approved {approval_id[:8]}")
+    assert approvals(service, "list", "--conversation", conversation).stdout == ""
+    # the worker still waits on its own request: picking the call up gets what the inbox's answer did
+    assert finish(process, "reattach") == ["result count 1", "decided client:ops"]
+    assert audit(service, approval_id) == [("count", True, "client:ops")]
+
+
+def test_an_approval_answered_while_no_worker_is_attached_reaches_the_worker_that_resumes(
+    service: Service, conversation: str
+) -> None:
+    leaver = worker(service, conversation, "call-2", "leave")
+    approval_id = wait_for_line(leaver, "asked ").split()[1]
+    assert leaver.wait(60) == 0
+    rejected = approvals(service, "reject", approval_id, "--reason", "not today", "--client-name", "ops")
+    assert rejected.returncode == 0, rejected.stderr
+    resumer = worker(service, conversation, "call-2", "resume")
+    out, err = resumer.communicate(timeout=120)
+    assert out.splitlines() == ["result refused test.count was rejected: not today"], err
+    assert audit(service, approval_id) == [("count", False, "client:ops")]
+    again = worker(service, conversation, "call-2", "resume")  # the outcome was handed over once
+    assert again.communicate(timeout=120)[0].splitlines() == ["gone"]
+
+
+def test_a_worker_that_answers_after_the_inbox_gets_the_inbox_outcome_and_is_told(
+    service: Service, conversation: str
+) -> None:
+    process, approval_id = holding_worker(service, conversation, "call-3")
+    approved = approvals(service, "approve", approval_id, "--client-name", "ops")
+    assert approved.returncode == 0, approved.stderr
+    lines = finish(process, "accept")  # its own answer comes second: not applied, the call ran once
+    assert lines[0] == "result count 1"
+    assert lines[1].startswith(
+        "note Note: this approval was already answered from the approvals inbox by client:ops"
+    )
+    assert audit(service, approval_id) == [("count", True, "client:ops")]
+
+
+async def test_two_answers_at_once_one_wins_and_the_other_names_it(
+    service: Service, conversation: str
+) -> None:
+    async with (
+        RemoteSessions(service.url, token=TOKEN, client_name="asker") as asker,
+        RemoteSessions(service.url, token=TOKEN, client_name="alice") as alice,
+        RemoteSessions(service.url, token=TOKEN, client_name="bob") as bob,
+    ):
+        executor = (await asker.session(conversation)).executor
+        execution = executor.stream(
+            f"from mcptools.test import count\nprint('count', count(tag={conversation!r}))", call_id="c4"
+        )
+        request = await execution.next_stop()
+        assert isinstance(request, ApprovalRequest)
+        [listed] = await alice.waiting_approvals(conversation)
+        assert (listed.id, listed.asked_by, listed.name, listed.call_id) == (
+            request.id,
+            "asker",
+            "test.count",
+            "c4",
+        )
+        answers = await asyncio.gather(
+            alice.answer_approval(request.id, approve=True),
+            bob.answer_approval(request.id, approve=False, reason="no"),
+            return_exceptions=True,
+        )
+        [lost] = [answer for answer in answers if isinstance(answer, BaseException)]
+        assert isinstance(lost, ApprovalError), lost
+        winner = "alice" if answers[0] is None else "bob"
+        assert lost.decided_by == f"client:{winner}" and f"already answered by client:{winner}" in str(lost)
+        late = approvals(service, "approve", request.id)
+        assert late.returncode == 3
+        assert (
+            late.stderr.strip()
+            == f"ipybox: error: approval {request.id} was already answered by client:{winner}"
+        )
+        again = await executor.reattach("c4")
+        assert again is execution
+        result = await execution.next_stop()
+        assert isinstance(result, ExecutionResult)
+        assert ("count 1" in result.text) == (winner == "alice")
+        assert request.decision is not None and request.decision.decided_by == f"client:{winner}"
+    with pytest.raises(ExecutionGone):
+        async with RemoteSessions(service.url, token=TOKEN, client_name="late") as late_client:
+            await late_client.answer_approval("0" * 32, approve=True)
