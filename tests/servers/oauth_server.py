@@ -7,8 +7,9 @@ Two servers in one process, sharing one in-memory provider (the MCP SDK's server
 - the **authorization server** (``create_auth_routes``): metadata, dynamic registration, an
   authorization endpoint that approves at once (it redirects the browser straight back with a code,
   as after a user's consent), PKCE-checked token exchange, refresh;
-- the **resource server** (``MCPServer`` with a token verifier): ``/mcp`` needs a bearer token with
-  scope ``tools`` and serves protected resource metadata naming the authorization server.
+- the **resource server** (``MCPServer`` with a token verifier): ``/mcp`` (Streamable HTTP) and
+  ``/sse`` (SSE) need a bearer token with scope ``tools``; each serves protected resource metadata
+  naming the authorization server.
 
 Tools: ``whoami()`` (the client id the token belongs to), ``add(a, b)`` and, on the protected
 server only, ``revoke_access_tokens()`` (the next request is then a 401). Every access token
@@ -152,20 +153,9 @@ def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starle
             provider, issuer_url=AnyHttpUrl(as_url), client_registration_options=registration
         )
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mcp = MCPServer(
-            "ipybox-oauth-demo",
-            token_verifier=provider,
-            auth=AuthSettings(
-                issuer_url=str(AnyHttpUrl(as_url)),  # rendered as the metadata renders it
-                resource_server_url=f"{rs_url}/mcp",
-                required_scopes=[SCOPE],
-                validate_token_resource=False,
-            ),
-        )
+    mcp, over_sse = (_protected(provider, as_url, f"{rs_url}/{path}") for path in ("mcp", "sse"))
     unprotected = MCPServer("ipybox-oauth-demo")
-    for server in (mcp, unprotected):
+    for server in (mcp, over_sse, unprotected):
         _add_tools(server)
 
     @mcp.tool()
@@ -175,7 +165,24 @@ def build(provider: ApprovingProvider, as_url: str, rs_url: str) -> tuple[Starle
         provider.access.clear()
         return revoked
 
-    return authorization, mcp.streamable_http_app(), unprotected.streamable_http_app()
+    resource = mcp.streamable_http_app()
+    resource.router.routes.extend(over_sse.sse_app().routes)  # the SSE transport at /sse, protected too
+    return authorization, resource, unprotected.streamable_http_app()
+
+
+def _protected(provider: ApprovingProvider, as_url: str, resource_url: str) -> MCPServer:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MCPServer(
+            "ipybox-oauth-demo",
+            token_verifier=provider,
+            auth=AuthSettings(
+                issuer_url=str(AnyHttpUrl(as_url)),  # rendered as the metadata renders it
+                resource_server_url=resource_url,
+                required_scopes=[SCOPE],
+                validate_token_resource=False,
+            ),
+        )
 
 
 def _add_tools(mcp: MCPServer) -> None:

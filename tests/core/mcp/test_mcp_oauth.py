@@ -155,6 +155,17 @@ print(", ".join(places) or "not found")
 the strings held by its objects."""
 
 
+async def test_an_sse_server_is_authorized_the_same_way(mcp_url: str) -> None:
+    browser = Browser()
+    sse_url = mcp_url.removesuffix("/mcp") + "/sse"
+    async with McpRegistry(authorize=browser, token_store=MemoryTokenStore()) as registry:
+        with pytest.raises(McpAuthorizationError, match="requires authorization"):
+            await registry.add("plain", {"url": sse_url})
+        await registry.add("demo", {"url": sse_url, "auth": "oauth"})
+        assert (await registry.call("demo", "add", {"a": 3, "b": 4})).text == "7"
+    assert len(browser.requests) == 1
+
+
 async def test_tokens_are_reused_by_the_next_run_without_asking_again(mcp_url: str) -> None:
     browser, store = Browser(), MemoryTokenStore()
     async with McpRegistry(authorize=browser, token_store=store) as registry:
