@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from service_kit import APPS, TOKEN, Service, start_app, start_service, wait_for_line
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalRequest, ApprovalRules
 from ipybox_core.errors import ApprovalError, ExecutionGone
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.remote import RemoteSessions
@@ -179,3 +179,61 @@ async def test_two_answers_at_once_one_wins_and_the_other_names_it(
     with pytest.raises(ExecutionGone):
         async with RemoteSessions(service.url, token=TOKEN, client_name="late") as late_client:
             await late_client.answer_approval("0" * 32, approve=True)
+
+
+NARROWED = """\
+from mcptools.test import add, die
+for call in (lambda: add(a={a}, b=1), lambda: die()):
+    try:
+        print('ran', call())
+    except PermissionError as error:
+        print('refused', error)
+"""
+
+
+def audit_of(service: Service, tool: str, **arguments: object) -> list[tuple[bool, str]]:
+    """The audit log's decisions of the calls of ``tool`` with ``arguments``: (approved, decided_by)."""
+    path = service.log.parent / "audit.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        (r["approved"], r["decided_by"]) for r in records if r.get("tool") == tool and r["args"] == arguments
+    ]
+
+
+async def test_a_client_narrows_the_services_rules_for_its_sessions_and_never_widens_them(
+    service: Service, conversation: str
+) -> None:
+    # The service allows add (read-only) and denies die. The client denies add, and tries to allow die.
+    client = ApprovalRules(deny=["test.add"], allow=["test.die", "test.count"], default="allow")
+    async with RemoteSessions(
+        service.url, token=TOKEN, client_name="narrow", approval_rules=client
+    ) as sessions:
+        executor = (await sessions.session(conversation)).executor
+        ran = await executor.stream(NARROWED.format(a=1001)).next_stop()
+        assert isinstance(ran, ExecutionResult)
+        assert ran.text.splitlines() == [
+            "refused test.add was rejected: denied by policy:client deny test.add",
+            "refused test.die was rejected: denied by policy:deny test.die",  # not widened
+        ]
+        counting = executor.stream(f"from mcptools.test import count\nprint(count(tag={conversation!r}))")
+        asked = await counting.next_stop()  # the service asks about count: the client's allow changes nothing
+        assert isinstance(asked, ApprovalRequest) and asked.name == "test.count"
+        await asked.reject("no")
+        await counting.wait()
+        executor.approval_rules = ApprovalRules(default="ask")  # this session only: allowed calls are asked
+        asking = executor.stream(NARROWED.format(a=1002))
+        add = await asking.next_stop()
+        assert isinstance(add, ApprovalRequest) and add.name == "test.add"
+        await add.accept()
+        assert "ran 1003" in (await asking.wait()).text
+        other = (await sessions.session(f"{conversation}-other")).executor  # the client's rules: add refused
+        assert "policy:client deny test.add" in (await other.stream(NARROWED.format(a=1003)).wait()).text
+    async with RemoteSessions(
+        service.url, token=TOKEN, client_name="plain"
+    ) as plain:  # no rules: the service's
+        executor = (await plain.session(conversation)).executor
+        assert "ran 1005" in (await executor.stream(NARROWED.format(a=1004)).wait()).text
+    assert audit_of(service, "add", a=1001, b=1) == [(False, "policy:client deny test.add")]
+    assert audit_of(service, "add", a=1002, b=1) == [(True, "client:narrow")]
+    assert audit_of(service, "add", a=1004, b=1) == [(True, "policy:read-only")]
+    assert audit_of(service, "die") == [(False, "policy:deny test.die")] * 4

@@ -2,7 +2,13 @@
 
 from ipybox_core.approval.audit import AuditLog
 from ipybox_core.approval.gate import ApprovalGate, ApprovalListener
-from ipybox_core.approval.policy import ApprovalPolicy, ApprovalRules, PolicyCallable, RuleAction
+from ipybox_core.approval.policy import (
+    ApprovalPolicy,
+    ApprovalRules,
+    NarrowedPolicy,
+    PolicyCallable,
+    RuleAction,
+)
 from ipybox_core.approval.request import (
     ApprovalDecision,
     ApprovalKind,
@@ -22,6 +28,7 @@ __all__ = [
     "ApprovalRules",
     "AuditLog",
     "CallOutcome",
+    "NarrowedPolicy",
     "PolicyCallable",
     "RuleAction",
 ]

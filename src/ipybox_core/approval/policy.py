@@ -46,7 +46,34 @@ class ApprovalRules:
 PolicyCallable: TypeAlias = Callable[[ApprovalRequest], "bool | Awaitable[bool | None] | None"]
 """Returns True (approve), False (reject) or None (ask the application); may be async."""
 
-ApprovalPolicy: TypeAlias = "Literal['always', 'never'] | ApprovalRules | PolicyCallable"
+ApprovalPolicy: TypeAlias = "Literal['always', 'never'] | ApprovalRules | PolicyCallable | NarrowedPolicy"
+
+CLIENT_RULE = "policy:client "
+"""How the audit log names a rule of a client's narrowing rules: ``policy:client deny shop.*``."""
+_STRICTNESS: dict[RuleAction, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@dataclass(frozen=True)
+class NarrowedPolicy:
+    """A policy that ``rules`` (a client's) can only make stricter, never looser: the stricter of
+    the two decides (``deny`` over ``ask`` over ``allow``; a tie goes to ``base``). So a call
+    ``base`` allows is asked or denied when ``rules`` say so, and nothing ``base`` asks about or
+    denies is ever allowed by ``rules``. A decision of ``rules`` is audited as ``policy:client <rule>``."""
+
+    base: ApprovalPolicy
+    rules: ApprovalRules
+
+
+async def _narrowed(policy: NarrowedPolicy, request: ApprovalRequest) -> ApprovalDecision | None:
+    decision = await apply_policy(policy.base, request)
+    base: RuleAction = "ask" if decision is None else ("allow" if decision.approved else "deny")
+    action, rule = policy.rules.match(request)
+    if _STRICTNESS[action] <= _STRICTNESS[base]:
+        return decision
+    decided_by = CLIENT_RULE + rule.removeprefix("policy:")
+    if action == "ask":
+        return None
+    return ApprovalDecision(approved=False, decided_by=decided_by, reason=f"denied by {decided_by}")
 
 
 async def apply_policy(policy: ApprovalPolicy, request: ApprovalRequest) -> ApprovalDecision | None:
@@ -55,6 +82,8 @@ async def apply_policy(policy: ApprovalPolicy, request: ApprovalRequest) -> Appr
         return None
     if policy == "never":
         return ApprovalDecision(approved=True, decided_by="policy:never")
+    if isinstance(policy, NarrowedPolicy):
+        return await _narrowed(policy, request)
     if isinstance(policy, ApprovalRules):
         action, reason = policy.match(request)
         if action == "ask":
@@ -80,6 +109,9 @@ async def apply_policy(policy: ApprovalPolicy, request: ApprovalRequest) -> Appr
 
 def check_policy(policy: object) -> None:
     """Raise :class:`ConfigError` early for a policy that :func:`apply_policy` would refuse."""
+    if isinstance(policy, NarrowedPolicy):
+        check_policy(policy.base)
+        return
     if policy in ("always", "never") or isinstance(policy, ApprovalRules) or callable(policy):
         return
     raise ConfigError(

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ipybox_core.approval import ApprovalGate, ApprovalPolicy, ApprovalRequest, AuditLog
+from ipybox_core.approval.policy import check_policy
 from ipybox_core.codegen import (
     GeneratedPackage,
     api_reference,
@@ -508,6 +509,17 @@ class CodeExecutor:
         await self._registry.restart()
 
     # --- for the owner of shared tools (Sessions, the service) -----------------------------
+
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """The approval policy: which calls need a decision (set it to change how later calls are
+        decided, e.g. the service narrowing its rules for a client)."""
+        return self._gate.policy
+
+    @approval.setter
+    def approval(self, policy: ApprovalPolicy) -> None:
+        check_policy(policy)
+        self._gate.policy = policy
 
     @property
     def shared_tools(self) -> SharedTools | None:

@@ -19,6 +19,7 @@ from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN, USER
 from ipybox_core.errors import (
     ApprovalError,
     CodeError,
+    ConfigError,
     ExecutionCancelled,
     ExecutionTimeout,
     ExecutorBusy,
@@ -92,6 +93,12 @@ async def start(
             return _ask(approver, parked.key, parked.request)
     executor = session.executor
     assert executor is not None
+    if executor.busy:
+        return error_result("busy", BUSY_MESSAGE)
+    try:  # the client's rules narrow the service's for this execution (never widen them)
+        service.narrow(session, protocol.meta_value(ctx.request_context.meta, protocol.RULES))
+    except ConfigError as error:
+        return error_result("unavailable", f"Error: the client's approval rules are invalid: {error}")
     try:
         execution = executor.stream(code, timeout=timeout)
     except ExecutorBusy:

@@ -28,7 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ipybox_core import protocol
 from ipybox_core._safe_fs import SafeDir, anchored
+from ipybox_core.approval.policy import ApprovalPolicy, NarrowedPolicy
 from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
@@ -386,7 +388,7 @@ class IpyboxService:
             # --yes: the policy lets every call through in the tool server (recorded as "policy"),
             # with no round through the execution's events: a call costs what approval="never" costs;
             # --approval-rules: what the rules decide never reaches the client either.
-            "approval": "never" if settings.auto_approve else (settings.approval_rules or "always"),
+            "approval": self._approval(),
             "approval_timeout": settings.approval_timeout,
             "mcp_env": self.environment.mcp_env,
             "kernel_env": self.environment.kernel_env,
@@ -395,6 +397,25 @@ class IpyboxService:
             "kernel_gateway": settings.kernel_gateway,
             "gateway_token": settings.gateway_token,
         }
+
+    def _approval(self) -> ApprovalPolicy:
+        """The service's own approval policy (``--yes``, ``--approval-rules``, or ask for every call)."""
+        settings = self.settings
+        return "never" if settings.auto_approve else (settings.approval_rules or "always")
+
+    def narrow(self, session: ClientSession, rules: object) -> None:
+        """Decide the next execution of ``session`` by the service's policy narrowed by the client's
+        ``rules`` (``ipybox.dev/rules`` data; ``None``: the service's policy alone). Call it only
+        while the session's executor is idle.
+
+        Raises:
+            ConfigError: ``rules`` are not valid approval rules (every problem named).
+        """
+        executor = session.executor
+        assert executor is not None
+        assert not executor.busy
+        own = self._approval()
+        executor.approval = own if rules is None else NarrowedPolicy(own, protocol.rules_from_data(rules))
 
     def _start_default(self) -> None:
         if not self._default_started:
