@@ -144,6 +144,11 @@ def parse_server_config(
     else:
         raise ConfigError(f"{label}: expected a dict or an McpServerConfig, got {type(config).__name__}")
     model_type = _model_type(label, raw)
+    if model_type is StdioServerConfig and "auth" in raw:
+        raise ConfigError(
+            f"{label}: 'auth' (OAuth) is for HTTP and SSE servers; a stdio server gets its credentials "
+            "in its 'env'"
+        )
     filler = PlaceholderFiller(os.environ if environ is None else environ)
     fields = {
         key: filler.fill(value, key) if key in _FILLED_FIELDS else value

@@ -267,6 +267,15 @@ def test_an_invalid_auth_config_is_one_readable_line(auth: dict[str, Any], probl
     assert "\n" not in message and "Value error" not in message
 
 
+def test_auth_on_a_stdio_server_says_where_its_credentials_go() -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_server_config("local", {"command": "server", "auth": "oauth"})
+    assert str(raised.value) == (
+        "MCP server 'local': 'auth' (OAuth) is for HTTP and SSE servers; a stdio server gets its "
+        "credentials in its 'env'"
+    )
+
+
 def test_auth_secrets_are_filled_from_the_environment_and_never_shown() -> None:
     config = parse_server_config(
         "demo",
