@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ DEFAULT_CALL_TIMEOUT = 60.0
 """Bound of one call of a tool without its own ``timeout`` (ipybox's default ``call_timeout``)."""
 
 _OWN_TOOLSETS = "ipybox_code_action"  # the id prefix of every CodeAction's toolset
+_served: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+"""What each source (a ``Sessions``, whose registered tools cannot be read back) was last given."""
 
 
 def exposable(tool: ToolDefinition) -> bool:
@@ -71,8 +74,6 @@ class AgentTools:
         if selection not in (None, False) and not hosts:
             raise ConfigError(REMOTE_MESSAGE)
         self._selection = False if selection is None and not hosts else selection
-        # (): nothing registered by this instance; an agent offering no tools leaves the executor's own
-        self._signature: tuple[tuple[str, str], ...] = ()
         self._syncing = asyncio.Lock()
         self.results = HeldResults()
 
@@ -95,17 +96,26 @@ class AgentTools:
         return self.select(ctx).get(name)
 
     async def sync(self, source: Any, ctx: RunContext[Any]) -> bool:
-        """Register the run step's selected tools with ``source`` if they changed; True when they did."""
+        """Register the run step's selected tools with ``source`` if what it serves differs; True
+        when they were registered. Host tools the application registered itself stay (a tool of
+        the agent wins a name both use); another agent's tools are replaced."""
         register = getattr(source, "register_host_tools", None)
         if register is None:
             return False
-        tools = self.select(ctx)
-        signature = tuple((name, _definition_key(tool.tool_def)) for name, tool in tools.items())
+        wanted = [self._host_tool(tool.tool_def) for tool in self.select(ctx).values()]
         async with self._syncing:  # one registration per change, also for runs started together
-            if signature == self._signature:
+            current = getattr(source, "host_tools", None)  # a CodeExecutor's; Sessions keep theirs
+            if isinstance(current, list):
+                names = {tool.name for tool in wanted}
+                own = [tool for tool in current if tool.run is not _run and tool.name not in names]
+                wanted = [*own, *wanted]
+                served = _signature(current)
+            else:
+                served = _served.get(source, ())
+            if _signature(wanted) == served:
                 return False
-            await register([self._host_tool(tool.tool_def) for tool in tools.values()])
-            self._signature = signature
+            await register(wanted)
+            _served[source] = _signature(wanted)
             return True
 
     def _host_tool(self, definition: ToolDefinition) -> HostTool:
@@ -337,6 +347,9 @@ def _key(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _definition_key(definition: ToolDefinition) -> str:
-    shown = [definition.description, definition.parameters_json_schema, definition.return_schema]
-    return json.dumps([*shown, definition.timeout], sort_keys=True, default=str)
+def _signature(tools: Sequence[HostTool]) -> tuple[str, ...]:
+    """What the kernel's ``agent_tools`` package is made of, and which tools the agent's are."""
+    shown = (
+        [t.name, t.description, t.input_schema, t.output_schema, t.timeout, t.run is _run] for t in tools
+    )
+    return tuple(json.dumps(fields, sort_keys=True, default=str) for fields in shown)

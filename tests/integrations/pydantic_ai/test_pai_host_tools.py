@@ -29,6 +29,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from example_runner import run_example
 from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
+from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.pydantic_ai import ApprovalDecided, ApprovalRequested, CodeAction, pending_approvals
 from servers.agent_tools_cells import REFUND_CELL
@@ -227,11 +228,21 @@ async def test_selection_false_a_list_and_a_predicate(executor: CodeExecutor) ->
     assert "['whoami']" in seen["list"]
     assert "['refund']" in seen["predicate"]
     assert "['lookup', 'refund', 'whoami']" in seen["all"]
-    # False: the agent's tools stay off (the executor's host tools are not touched)
-    before = executor.host_tools
-    model = ScriptedModel(["print('hi')"])
-    await clerk(model, CodeAction(executor, agent_tools=False), []).run("go", deps={"user": "x"})
-    assert executor.host_tools == before
+
+    # the application's own host tool stays next to the agent's; False takes the agent's away
+    async def app_ping(call: HostCall) -> str:
+        return "app pong"
+
+    await executor.register_host_tools([*executor.host_tools, HostTool("app_ping", app_ping)])
+    try:
+        await clerk(ScriptedModel([probe]), CodeAction(executor), []).run("go", deps={"user": "x"})
+        assert {tool.name for tool in executor.host_tools} == {"app_ping", "lookup", "refund", "whoami"}
+        model = ScriptedModel([probe])
+        result = await clerk(model, CodeAction(executor, agent_tools=False), []).run("go", deps={"user": "x"})
+        assert "['app_ping']" in str(result.output)
+        assert "def refund(" not in (model.infos[0].instructions or "")
+    finally:
+        await executor.register_host_tools([])
 
 
 async def test_prepare_and_toolsets_per_run_step(executor: CodeExecutor) -> None:
