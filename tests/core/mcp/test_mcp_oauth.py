@@ -10,6 +10,7 @@ control. Without the right config, a 401 is one line naming the server and the f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -164,6 +165,22 @@ async def test_an_sse_server_is_authorized_the_same_way(mcp_url: str) -> None:
         await registry.add("demo", {"url": sse_url, "auth": "oauth"})
         assert (await registry.call("demo", "add", {"a": 3, "b": 4})).text == "7"
     assert len(browser.requests) == 1
+
+
+async def test_the_time_a_user_takes_to_authorize_does_not_count_against_the_connect_timeout(
+    mcp_url: str,
+) -> None:
+    browser = Browser()
+
+    async def slow_user(request: AuthorizationRequest) -> str:
+        await asyncio.sleep(2.0)  # the subject: longer than the connect timeout below
+        return await browser(request)
+
+    async with McpRegistry(
+        connect_timeout=1.0, authorize=slow_user, token_store=MemoryTokenStore()
+    ) as registry:
+        await registry.add("demo", {"url": mcp_url, "auth": "oauth"})
+        assert (await registry.call("demo", "add", {"a": 1, "b": 2})).text == "3"
 
 
 async def test_tokens_are_reused_by_the_next_run_without_asking_again(mcp_url: str) -> None:
