@@ -6,7 +6,8 @@ Needs ``pip install -e '.[langchain]' fastapi uvicorn langgraph-checkpoint-sqlit
 checkout) and a chat model's package (``langchain-openai`` for the default). Every worker enters
 one ``RemoteSessions`` (kernels, MCP servers and waiting approvals live in the service) and one
 ``AsyncSqliteSaver`` on a file the workers share, so an approval asked in one worker is answered by
-whichever takes ``/approve``.
+whichever takes ``/approve``. ``/approvals`` is the service's approvals inbox: what waits across
+all threads, answered from there.
 
 Settings, from the environment: ``IPYBOX_URL`` (the service, default
 ``http://127.0.0.1:8765/mcp``), ``IPYBOX_MCP_TOKEN`` (its token), ``CHECKPOINTS`` (the SQLite file,
@@ -30,7 +31,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from ipybox_core.remote import RemoteSessions, ServiceError
+from ipybox_core.errors import ApprovalError
+from ipybox_core.remote import ExecutionGone, RemoteSessions, ServiceError, WaitingApproval
 from ipybox_integrations.langchain import CodeActionMiddleware
 
 IPYBOX_URL = os.environ.get("IPYBOX_URL", "http://127.0.0.1:8765/mcp")
@@ -49,6 +51,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         RemoteSessions(IPYBOX_URL, wait_for_service=60) as sessions,  # token: $IPYBOX_MCP_TOKEN
         AsyncSqliteSaver.from_conn_string(CHECKPOINTS) as checkpointer,
     ):
+        app.state.sessions = sessions
         app.state.agent = create_agent(
             chat_model(),
             system_prompt="You help the customers of a small shop.",
@@ -77,6 +80,11 @@ class DecisionIn(BaseModel):
     interrupt_id: str  # from the reply's "pending"
     approve: bool
     reason: str = ""  # told to the code (PermissionError) when rejected
+
+
+class AnswerIn(BaseModel):
+    approve: bool
+    reason: str = ""
 
 
 class Pending(BaseModel):
@@ -138,4 +146,28 @@ async def approve(body: DecisionIn, request: Request) -> Reply:
     )
     resume: Command[Any] = Command(resume={body.interrupt_id: {"decisions": [decision]}})
     out = await request.app.state.agent.ainvoke(resume, thread(body.thread_id), version="v2")
+    return reply(out)
+
+
+@app.get("/approvals")
+async def approvals(request: Request, thread_id: str | None = None) -> list[WaitingApproval]:
+    """The approvals inbox: every MCP call that waits in the service, across threads (or one thread's),
+    oldest first, with who asked and since when."""
+    sessions: RemoteSessions = request.app.state.sessions
+    return await sessions.waiting_approvals(thread_id)
+
+
+@app.post("/approvals/{approval_id}")
+async def answer(approval_id: str, body: AnswerIn, request: Request) -> Reply:
+    """Answer from the inbox, then let the thread's agent go on with the outcome."""
+    sessions: RemoteSessions = request.app.state.sessions
+    waiting = {approval.id: approval for approval in await sessions.waiting_approvals()}
+    if approval_id not in waiting:
+        raise HTTPException(404, f"no approval {approval_id!r} waits")
+    try:
+        await sessions.answer_approval(approval_id, approve=body.approve, reason=body.reason or None)
+    except (ApprovalError, ExecutionGone) as error:  # answered meanwhile, or no longer waiting
+        raise HTTPException(409, str(error)) from None
+    # resumed without an answer, the middleware picks the call up in the service: it has the outcome
+    out = await request.app.state.agent.ainvoke(None, thread(waiting[approval_id].conversation), version="v2")
     return reply(out)

@@ -79,6 +79,8 @@ class Recipe:
     app: str
     app_log: Path
     service_log: Path
+    env: dict[str, str]
+    """The environment of the recipe's commands (its token, ``IPYBOX_URL``, the venv first on PATH)."""
 
 
 def start(args: list[str], folder: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -121,7 +123,8 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recipe]:
     port = free_port()
     app_args = ["uvicorn", "recipe_app:app", "--app-dir", str(Path(__file__).parent), *uvicorn[2:]]
     app_log = folder / "app.log"
-    app = start([*app_args, "--port", str(port)], folder, app_log, {**env, "IPYBOX_URL": url})
+    env["IPYBOX_URL"] = url
+    app = start([*app_args, "--port", str(port)], folder, app_log, env)
     base = f"http://127.0.0.1:{port}"
 
     def serving() -> bool:
@@ -132,7 +135,7 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recipe]:
 
     try:
         wait_until(serving, "the recipe's app", app, app_log)
-        yield Recipe(folder, base, app_log, service_log)
+        yield Recipe(folder, base, app_log, service_log, env)
     finally:
         app_code = stop(app)
         service_code = stop(service)
@@ -180,6 +183,50 @@ def test_a_rejection_reaches_the_code_and_a_stale_id_is_refused(recipe: Recipe) 
     )
     stale = post(recipe, "/approve", thread_id="bob-1", interrupt_id=pending["interrupt_id"], approve=True)
     assert stale.status_code == 404
+
+
+def test_the_inbox_lists_what_waits_across_threads_and_answers_it(recipe: Recipe) -> None:
+    carol = post(recipe, "/chat", thread_id="carol-1", message=ORDER).json()
+    dave = post(recipe, "/chat", thread_id="dave-1", message=ORDER).json()
+    assert len(carol["pending"]) == len(dave["pending"]) == 1
+    inbox = httpx.get(f"{recipe.app}/approvals", timeout=60).json()
+    mine = {item["conversation"]: item for item in inbox if item["conversation"] in ("carol-1", "dave-1")}
+    assert [item["conversation"] for item in inbox][-2:] == ["carol-1", "dave-1"]  # oldest first
+    for item in mine.values():
+        assert (item["server"], item["tool"], item["arguments"]) == (
+            "shop",
+            "place_order",
+            {"product_id": "t-302", "quantity": 1},
+        )
+        assert item["asked_by"] and item["waiting_for"] >= 0 and item["read_only"] is False
+    only_dave = httpx.get(f"{recipe.app}/approvals", params={"thread_id": "dave-1"}, timeout=60).json()
+    assert [item["id"] for item in only_dave] == [mine["dave-1"]["id"]]
+    approved = post(recipe, f"/approvals/{mine['carol-1']['id']}", approve=True).json()
+    assert approved["pending"] == [] and "ordered Digital multimeter: ord-" in approved["reply"]
+    rejected = post(recipe, f"/approvals/{mine['dave-1']['id']}", approve=False, reason="over budget").json()
+    assert rejected["pending"] == [] and "over budget" in rejected["reply"]
+    assert httpx.get(f"{recipe.app}/threads/dave-1/pending", timeout=60).json() == []
+    again = post(recipe, f"/approvals/{mine['dave-1']['id']}", approve=True)
+    assert again.status_code == 404
+    left = httpx.get(f"{recipe.app}/approvals", timeout=60).json()
+    assert not [item for item in left if item["conversation"] in ("carol-1", "dave-1")]
+
+
+def test_an_answer_from_ipybox_approvals_is_the_one_the_thread_gets(recipe: Recipe) -> None:
+    (pending,) = post(recipe, "/chat", thread_id="erin-1", message=ORDER).json()["pending"]
+    (waiting,) = httpx.get(f"{recipe.app}/approvals", params={"thread_id": "erin-1"}, timeout=60).json()
+    cli = subprocess.run(
+        ["ipybox", "approvals", "approve", waiting["id"], "--client-name", "ops"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=recipe.env,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    late = post(recipe, "/approve", thread_id="erin-1", interrupt_id=pending["interrupt_id"], approve=False)
+    assert late.status_code == 200, late.text
+    assert late.json()["pending"] == [] and "ordered Digital multimeter: ord-" in late.json()["reply"]
 
 
 def test_the_app_runs_on_two_workers(recipe: Recipe) -> None:
