@@ -94,7 +94,7 @@ class AgentTools:
             if signature == self._signature or register is None or (not selected and self._signature is None):
                 return False
             node = ToolNode(selected, handle_tool_errors=False) if selected else None
-            await register([_host_tool(tool, node) for tool in selected if node is not None])
+            await register([_host_tool(tool, node) for tool in selected] if node is not None else [])
             self._tools = {tool.name: tool for tool in selected}
             self._signature = signature
             return True
