@@ -70,6 +70,7 @@ def test_api_reference_is_rendered_from_docstrings(site: Path) -> None:
     assert "The kernel process died" in core  # the errors module
     assert "One kernel per conversation key, on an ipybox service" in core  # RemoteSessions
     assert "Runs code in one session's kernel on an ipybox service" in core  # RemoteExecutor
+    assert "One approval that waits in the service (an entry of the approvals inbox)" in core
     assert "could not be reached, refused the token" in core and "no longer exists" in core  # service errors
     for page in ("reference/core", "reference/runtime", "reference/integrations"):
         assert not re.search(r":(class|meth|func|attr|mod|exc):", page_text(site, page)), page
