@@ -32,6 +32,7 @@ from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
 from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.pydantic_ai import ApprovalDecided, ApprovalRequested, CodeAction, pending_approvals
+from servers import PYTHON, SERVE_SCRIPT
 from servers.agent_tools_cells import REFUND_CELL
 from servers.executors import executor_with_test_server, left_idle
 
@@ -268,6 +269,27 @@ async def test_prepare_and_toolsets_per_run_step(executor: CodeExecutor) -> None
         )
         result = await agent.run("go", deps={"role": role})
         assert expected in str(result.output), role
+
+
+async def test_the_agents_mcp_toolset_is_callable_from_the_code(executor: CodeExecutor) -> None:
+    from fastmcp.client import Client
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    toolset = MCPToolset(Client(StdioTransport(PYTHON, [str(SERVE_SCRIPT), "stdio"])), id="agent_mcp")
+    code = (
+        "from agent_tools import add, echo, fail\n"
+        "from ipybox_core.errors import ToolError\n"
+        "print(add(a=2, b=3), echo(message='hi'))\n"
+        "try:\n    fail()\nexcept ToolError as error:\n    print('failed:', error)\n"
+    )
+    agent = Agent(ScriptedModel([code]).model, toolsets=[toolset], capabilities=[CodeAction(executor)])
+    async with agent:
+        result = await agent.run("go")
+    out = str(result.output)
+    assert "5 hi" in out
+    assert "failed: Error executing tool fail: the widget is broken" in out  # ModelRetry -> ToolError
+    assert "add" in {tool.name for tool in executor.host_tools}
 
 
 async def test_a_raising_tool_a_hang_and_a_keyword_name(executor: CodeExecutor) -> None:
