@@ -52,3 +52,17 @@ def test_process_b_approves_what_process_a_left_and_the_code_goes_on_in_its_kern
     out = run_example(example).stdout
     assert out.splitlines() == ACROSS_PROCESSES
     documented(page, *ACROSS_PROCESSES)
+
+
+def test_inbox_example_lists_both_waiting_calls_and_each_worker_gets_its_answers_outcome() -> None:
+    out = run_example("service_inbox.py").stdout
+    lines = [
+        "worker A: two calls wait for approval",
+        "inbox: conversation-1 call-1 shop.place_order {'product_id': 'b-101', 'quantity': 1} asked by worker-a",
+        "inbox: conversation-2 call-2 shop.place_order {'product_id': 't-302', 'quantity': 1} asked by worker-a",
+        "worker A: conversation-1: ordered for 48.0 USD: ord-1001",
+        "worker A: conversation-2: refused: shop.place_order was rejected: over budget",
+        "audit log: [('place_order', True, 'client:operator'), ('place_order', False, 'client:operator')]",
+    ]
+    assert out.splitlines() == lines
+    documented("approvals.md", *lines)
