@@ -39,7 +39,9 @@ from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
+    OAuthMetadata,
     OAuthToken,
+    ProtectedResourceMetadata,
 )
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -109,6 +111,9 @@ class _StoreStorage:
         self.key = key
         self.fixed_client = fixed_client
         self.expires_at: float | None = None
+        self.context: Any = None
+        """The provider's SDK context: what it discovered is kept with the tokens, for a refresh later."""
+        self.discovered: dict[str, Any] = {}
 
     async def _record(self) -> dict[str, Any]:
         return await self.store.load(self.key) or {}
@@ -120,13 +125,43 @@ class _StoreStorage:
             return None
         expires_at = record.get("expires_at")
         self.expires_at = float(expires_at) if isinstance(expires_at, int | float) else None
+        discovered = record.get("discovered")
+        self.discovered = discovered if isinstance(discovered, dict) else {}
         return OAuthToken.model_validate(tokens)
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         record = await self._record()
         record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
         record["expires_at"] = time.time() + tokens.expires_in if tokens.expires_in else None
+        record["discovered"] = self._discovered()
         await self.store.save(self.key, record)
+
+    def _discovered(self) -> dict[str, Any]:
+        context = self.context
+        if context is None:
+            return {}
+        found: dict[str, Any] = {"auth_server_url": context.auth_server_url}
+        for name in ("oauth_metadata", "protected_resource_metadata"):
+            metadata = getattr(context, name)
+            found[name] = (
+                metadata.model_dump(mode="json", exclude_none=True) if metadata is not None else None
+            )
+        return found
+
+    def restore(self, context: Any) -> None:
+        """Put what an earlier run discovered back into a fresh SDK context (so a refresh finds the
+        token endpoint; every 401 discovers afresh anyway)."""
+        found = self.discovered
+        if context.oauth_metadata is None and isinstance(found.get("oauth_metadata"), dict):
+            context.oauth_metadata = OAuthMetadata.model_validate(found["oauth_metadata"])
+        if context.protected_resource_metadata is None and isinstance(
+            found.get("protected_resource_metadata"), dict
+        ):
+            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
+                found["protected_resource_metadata"]
+            )
+        if context.auth_server_url is None and isinstance(found.get("auth_server_url"), str):
+            context.auth_server_url = found["auth_server_url"]
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.fixed_client is not None:
@@ -190,8 +225,10 @@ class _Flow:
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
-        if self.storage_adapter.expires_at is not None:  # the SDK knows expiry only for tokens it got itself
-            self.context.token_expiry_time = self.storage_adapter.expires_at
+        adapter = self.storage_adapter
+        if adapter.expires_at is not None:  # the SDK knows expiry only for tokens it got itself
+            self.context.token_expiry_time = adapter.expires_at
+        adapter.restore(self.context)
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super()._auth_flow(request)  # type: ignore[misc]
@@ -268,6 +305,7 @@ def build_provider(
             adapter = provider.storage_adapter
     provider.state = state
     provider.storage_adapter = adapter
+    adapter.context = provider.context
     provider.configured_scopes = scope
     assert isinstance(provider, httpx2.Auth)
     return provider

@@ -210,6 +210,19 @@ async def test_a_token_revoked_mid_session_is_authorized_again_through_the_same_
     )
 
 
+async def test_a_stored_token_that_expired_is_refreshed_without_asking(mcp_url: str) -> None:
+    store, browser = MemoryTokenStore(), Browser()
+    async with McpRegistry(authorize=browser, token_store=store) as registry:
+        await registry.add("demo", {"url": mcp_url, "auth": "oauth"})
+        await registry.call("demo", "revoke_access_tokens")  # the stored access token is dead now
+        browser.declines = True  # closing the session meets the 401: no new token from that
+    (record,) = store.records.values()
+    record["expires_at"] = time.time() - 60  # and the store knows it expired
+    async with McpRegistry(token_store=store) as registry:  # nobody to ask: only a refresh can work
+        await registry.add("demo", {"url": mcp_url, "auth": "oauth"})
+        assert (await registry.call("demo", "add", {"a": 5, "b": 5})).text == "10"
+
+
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
