@@ -12,7 +12,6 @@ service at once; worker A, when it picks its calls up again, gets what the answe
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import tempfile
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from servers.ipybox_service import ipybox_serve
 
 from ipybox_core import ApprovalRequest
+from ipybox_core.approval import AuditLog
 from ipybox_core.remote import RemoteSessions
 
 ORDER = (
@@ -65,10 +65,9 @@ async def main(url: str, token: str) -> None:
 
 
 if __name__ == "__main__":
-    token = secrets.token_urlsafe(32)
+    service_token = secrets.token_urlsafe(32)
     with tempfile.TemporaryDirectory(prefix="ipybox-inbox-") as tmp:
-        audit = Path(tmp) / "audit.jsonl"
-        with ipybox_serve(Path(tmp), token, "--audit-log", str(audit)) as url:
-            asyncio.run(main(url, token))
-        decided = [json.loads(line) for line in audit.open()]
-        print("audit log:", [(entry["tool"], entry["approved"], entry["decided_by"]) for entry in decided])
+        audit = AuditLog(Path(tmp) / "audit.jsonl")  # the service writes it; this process reads it
+        with ipybox_serve(Path(tmp), service_token, "--audit-log", str(audit.path)) as url:
+            asyncio.run(main(url, service_token))
+        print("audit log:", [(record.tool, record.approved, record.decided_by) for record in audit.read()])
