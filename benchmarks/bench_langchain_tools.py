@@ -49,27 +49,12 @@ from langchain_core.tools import BaseTool, tool
 from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_integrations.langchain import CodeActionMiddleware
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from servers import PYTHON, SERVE_SCRIPT
+sys.path.insert(0, str(Path(__file__).parent))
+from _agent_tool_round import KERNEL_ROUND, SERVER
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
 TINY_ARGS = ["--calls", "2", "--rounds", "1"]
 
-SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
-CELL = """\
-import json, time
-from agent_tools import add, add_ruled
-from mcptools.bench import add as mcp_add
-
-def _per_call(function, calls={calls}):
-    function(a=0, b=0)
-    started = time.perf_counter()
-    for i in range(calls):
-        function(a=i, b=1)
-    return (time.perf_counter() - started) / calls
-
-print(json.dumps({{"asked": _per_call(add), "ruled": _per_call(add_ruled), "mcp": _per_call(mcp_add)}}))
-"""
 LABELS = {
     "asked": "agent tool (asked)",
     "ruled": "agent tool (by rule)",
@@ -132,7 +117,7 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
             await executor.register_mcp_server("bench", SERVER)
             hitl: HumanInTheLoopMiddleware[Any, Any, Any] = HumanInTheLoopMiddleware(interrupt_on={})
             agent: Any = create_agent(
-                OneCell(code=CELL.format(calls=calls)),
+                OneCell(code=KERNEL_ROUND.format(calls=calls)),
                 tools=tools,
                 middleware=[hitl, CodeActionMiddleware(executor, human_in_the_loop=hitl)],
             )

@@ -48,27 +48,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_integrations.pydantic_ai import CodeAction
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from servers import PYTHON, SERVE_SCRIPT
+sys.path.insert(0, str(Path(__file__).parent))
+from _agent_tool_round import KERNEL_ROUND, SERVER
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
 TINY_ARGS = ["--calls", "2", "--rounds", "1"]
-
-SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
-KERNEL_ROUND = """\
-import json, time
-from agent_tools import add, add_ruled
-from mcptools.bench import add as mcp_add
-
-def _per_call(function, calls={calls}):
-    function(a=0, b=0)
-    started = time.perf_counter()
-    for i in range(calls):
-        function(a=i, b=1)
-    return (time.perf_counter() - started) / calls
-
-print(json.dumps({{"asked": _per_call(add), "ruled": _per_call(add_ruled), "mcp": _per_call(mcp_add)}}))
-"""
 
 
 def add(a: int, b: int) -> int:
