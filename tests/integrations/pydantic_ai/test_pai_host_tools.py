@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from pai_kit import ScriptedModel, returns_of, roundtrip, stream_run, text_of
+from pydantic import BaseModel
 from pydantic_ai import (
     Agent,
     ApprovalRequired,
@@ -22,6 +23,7 @@ from pydantic_ai import (
     Tool,
     ToolApproved,
     ToolDenied,
+    ToolReturn,
 )
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.tools import ToolDefinition
@@ -290,6 +292,39 @@ async def test_the_agents_mcp_toolset_is_callable_from_the_code(executor: CodeEx
     assert "5 hi" in out
     assert "failed: Error executing tool fail: the widget is broken" in out  # ModelRetry -> ToolError
     assert "add" in {tool.name for tool in executor.host_tools}
+
+
+class Order(BaseModel):
+    order_id: str
+    lines: list[str]
+    total_usd: float
+
+
+async def test_results_keep_their_structure(executor: CodeExecutor) -> None:
+    def order(order_id: str) -> Order:
+        """One order."""
+        return Order(order_id=order_id, lines=["book", "pen"], total_usd=12.5)
+
+    def recent() -> list[Order]:
+        """Recent orders."""
+        return [Order(order_id="A-1", lines=[], total_usd=1.0)]
+
+    def receipt(order_id: str) -> ToolReturn:
+        """A receipt, with metadata for the application only."""
+        return ToolReturn(return_value={"order_id": order_id, "paid": True}, metadata={"internal": 1})
+
+    code = (
+        "from agent_tools import order, recent, receipt\n"
+        "o = order(order_id='A-2')\n"
+        "print(type(o).__name__, o.lines, o.total_usd * 2, recent()[0].order_id, receipt(order_id='A-2'))\n"
+    )
+    agent = Agent(
+        ScriptedModel([code]).model,
+        tools=[order, recent, receipt],
+        capabilities=[CodeAction(executor)],
+    )
+    result = await agent.run("go")
+    assert "Order ['book', 'pen'] 25.0 A-1 {'order_id': 'A-2', 'paid': True}" in str(result.output)
 
 
 async def test_a_raising_tool_a_hang_and_a_keyword_name(executor: CodeExecutor) -> None:
