@@ -72,7 +72,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
-        self.agent_tools = AgentTools(
+        self._agent_tools = AgentTools(
             agent_tools, hosts=hasattr(executor, "register_host_tools"), human_in_the_loop=human_in_the_loop
         )
         if interrupt_mode is None:
@@ -87,7 +87,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             timeout=timeout,
             abandon_after=abandon_after,
             interrupt_mode=interrupt_mode,
-            agent_tools=self.agent_tools,
+            agent_tools=self._agent_tools,
         )
         self.tools = [build_execute_code_tool(self._settings)]
 
@@ -131,7 +131,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult:
         # The tools the model gets this turn are the ones the code can call (and the prompt lists).
-        await self.agent_tools.sync(self.conversations.source, request.tools)
+        await self._agent_tools.sync(self.conversations.source, request.tools)
         return await handler(self._with_prompt(request))
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
