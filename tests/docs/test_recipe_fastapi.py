@@ -101,45 +101,45 @@ def stop(process: subprocess.Popen[bytes]) -> int:
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recipe]:
+    """The recipe's folder, its service and its app, started together (the app's lifespan waits for
+    the service: ``wait_for_service``)."""
     folder = tmp_path_factory.mktemp("recipe")
     for source, name in FILES.items():
         shutil.copy(ROOT / "examples" / source, folder / name)
-    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "IPYBOX_MCP_TOKEN": TOKEN}
-    serve = command("ipybox")
+    serve, uvicorn = command("ipybox"), command("uvicorn")
     assert serve[:2] == ["ipybox", "serve"] and "--approval-rules" in serve
-    service_log = folder / "serve.log"
-    service = start([*serve, "--port", "0"], folder, service_log, env)
-    url = ""
-
-    def listening() -> bool:
-        nonlocal url
-        found = re.search(r"listening on (http://\S+)", service_log.read_text())
-        url = found.group(1) if found else ""
-        return bool(found)
-
-    wait_until(listening, "ipybox serve", service, service_log)
-    uvicorn = command("uvicorn")
     assert uvicorn[:2] == ["uvicorn", "fastapi_app:app"] and "--workers" in uvicorn
-    port = free_port()
+    service_port, app_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "PATH": VENV_BIN + os.pathsep + os.environ["PATH"],
+        "IPYBOX_MCP_TOKEN": TOKEN,
+        "IPYBOX_URL": f"http://127.0.0.1:{service_port}/mcp",
+    }
+    service_log, app_log = folder / "serve.log", folder / "app.log"
+    service = start([*serve, "--port", str(service_port)], folder, service_log, env)
     app_args = ["uvicorn", "recipe_app:app", "--app-dir", str(Path(__file__).parent), *uvicorn[2:]]
-    app_log = folder / "app.log"
-    env["IPYBOX_URL"] = url
-    app = start([*app_args, "--port", str(port)], folder, app_log, env)
-    base = f"http://127.0.0.1:{port}"
+    app = start([*app_args, "--port", str(app_port)], folder, app_log, env)
+    base = f"http://127.0.0.1:{app_port}"
 
     def serving() -> bool:
+        """Both workers have entered their lifespan (RemoteSessions and the checkpointer) and serve."""
+        if app_log.read_text().count("Application startup complete") < 2:
+            return False
         try:
             return httpx.get(f"{base}/openapi.json", timeout=10).status_code == 200
         except httpx.TransportError:
             return False
 
     try:
+        wait_until(lambda: "listening on" in service_log.read_text(), "ipybox serve", service, service_log)
         wait_until(serving, "the recipe's app", app, app_log)
         yield Recipe(folder, base, app_log, service_log, env)
     finally:
         app_code = stop(app)
         service_code = stop(service)
-    assert (app_code, service_code) == (0, 0), app_log.read_text() + service_log.read_text()
+    logs = app_log.read_text() + service_log.read_text()
+    assert (app_code, service_code) == (0, 0) and "Traceback" not in logs, logs
 
 
 def post(recipe: Recipe, path: str, **body: object) -> httpx.Response:
@@ -230,4 +230,5 @@ def test_an_answer_from_ipybox_approvals_is_the_one_the_thread_gets(recipe: Reci
 
 
 def test_the_app_runs_on_two_workers(recipe: Recipe) -> None:
-    assert recipe.app_log.read_text().count("Application startup complete") == 2, recipe.app_log.read_text()
+    log = recipe.app_log.read_text()
+    assert len(set(re.findall(r"Started server process \[(\d+)\]", log))) == 2, log
