@@ -27,9 +27,12 @@ def _own_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             if node.attr.startswith("_") and not node.attr.startswith("__"):
                 private.add(node.attr)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if node.target.id.startswith("_"):
-                private.add(node.target.id)
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id.startswith("_")
+        ):
+            private.add(node.target.id)
     return private, public
 
 
