@@ -232,3 +232,10 @@ def test_an_answer_from_ipybox_approvals_is_the_one_the_thread_gets(recipe: Reci
 def test_the_app_runs_on_two_workers(recipe: Recipe) -> None:
     log = recipe.app_log.read_text()
     assert len(set(re.findall(r"Started server process \[(\d+)\]", log))) == 2, log
+
+
+def test_the_service_says_what_the_page_says(recipe: Recipe) -> None:
+    url = recipe.env["IPYBOX_URL"]
+    assert f"ipybox MCP server listening on {url}" in recipe.service_log.read_text()
+    ready = httpx.get(url.removesuffix("/mcp") + "/readyz", timeout=60)
+    assert (ready.status_code, ready.json()["status"]) == (200, "ready"), ready.text
