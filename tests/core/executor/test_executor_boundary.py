@@ -15,15 +15,17 @@ def _executor_class(root: Path) -> ast.ClassDef:
 
 
 def _own_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
-    """The private and the public method names of ``CodeExecutor`` (private: attributes of ``self``
-    and methods starting with one underscore)."""
+    """The private names of ``CodeExecutor`` (attributes of ``self`` and methods starting with one
+    underscore) and its public methods (properties with a setter are meant to be set: not those)."""
     private: set[str] = set()
     public: set[str] = set()
+    settable: set[str] = set()
     for node in ast.walk(cls):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             name = node.name
             if not name.startswith("__"):
                 (private if name.startswith("_") else public).add(name)
+            settable |= {name for d in node.decorator_list if (name := _setter_of(d))}
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             if node.attr.startswith("_") and not node.attr.startswith("__"):
                 private.add(node.attr)
@@ -33,7 +35,15 @@ def _own_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
             and node.target.id.startswith("_")
         ):
             private.add(node.target.id)
-    return private, public
+    return private, public - settable
+
+
+def _is_setter(decorator: ast.expr) -> bool:
+    return (
+        isinstance(decorator, ast.Attribute)
+        and decorator.attr == "setter"
+        and isinstance(decorator.value, ast.Name)
+    )
 
 
 def back_doors(root: Path) -> list[str]:
