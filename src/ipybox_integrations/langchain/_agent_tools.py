@@ -19,6 +19,7 @@ import itertools
 import json
 import types
 import typing
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -50,6 +51,8 @@ COMMAND_MESSAGE = (
 )
 
 _calls = itertools.count(1)
+_served: weakref.WeakKeyDictionary[Any, tuple[tuple[str, int], ...]] = weakref.WeakKeyDictionary()
+"""What each source whose host tools cannot be read back (a ``Sessions``) was last given."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,6 @@ class AgentTools:
     ) -> None:
         self._selection = check_selection(selection, hosts=hosts)
         self.human_in_the_loop = human_in_the_loop
-        self._signature: tuple[tuple[str, int], ...] | None = None
         self._tools: dict[str, BaseTool] = {}
         self._syncing = asyncio.Lock()
 
@@ -86,17 +88,28 @@ class AgentTools:
         return pick(found, self._selection, lambda tool: tool.name)
 
     async def sync(self, source: object, tools: Sequence[BaseTool | dict[str, Any]]) -> bool:
-        """Register the selected ``tools`` with ``source`` if they changed; True when they did."""
-        selected = self.select(tools)
-        signature = tuple((tool.name, id(tool)) for tool in selected)
+        """Register the selected ``tools`` with ``source`` if what it serves differs; True when they
+        were registered. Host tools the application registered itself stay (a tool of the agent wins
+        a name both use); another agent's tools are replaced."""
         register = getattr(source, "register_host_tools", None)
+        if register is None or self._selection is False:
+            return False
+        selected = self.select(tools)
+        self._tools = {tool.name: tool for tool in selected}
         async with self._syncing:  # one registration per change, however many runs start at once
-            if signature == self._signature or register is None or (not selected and self._signature is None):
+            current = getattr(source, "host_tools", None)  # a CodeExecutor's; Sessions keep theirs
+            own: list[HostTool] = []
+            if isinstance(current, list):
+                own = [t for t in current if not isinstance(t.run, _Run) and t.name not in self._tools]
+                served = _key(current)
+            else:
+                served = _served.get(source, ())
+            wanted = (*_key(own), *((tool.name, id(tool)) for tool in selected))
+            if wanted == served:
                 return False
             node = ToolNode(selected, handle_tool_errors=False) if selected else None
-            await register([_host_tool(tool, node) for tool in selected] if node is not None else [])
-            self._tools = {tool.name: tool for tool in selected}
-            self._signature = signature
+            await register([*own, *(_host_tool(tool, node) for tool in selected)] if node else own)
+            _served[source] = wanted
             return True
 
     def review(
@@ -110,14 +123,27 @@ class AgentTools:
         return gated_review(self.human_in_the_loop, tool, request, runtime, fallback)
 
 
-def _host_tool(tool: BaseTool, node: ToolNode) -> HostTool:
-    async def run(call: HostCall) -> Any:
-        return await invoke(tool, node, call)
+@dataclass(frozen=True, eq=False)
+class _Run:
+    """The host function of one agent tool (marks the host tools that are the agent's)."""
 
+    tool: BaseTool
+    node: ToolNode
+
+    async def __call__(self, call: HostCall) -> Any:
+        return await invoke(self.tool, self.node, call)
+
+
+def _key(tools: Sequence[HostTool]) -> tuple[tuple[str, int], ...]:
+    """What a kernel's ``agent_tools`` package is made of: each name and the tool behind it."""
+    return tuple((t.name, id(t.run.tool) if isinstance(t.run, _Run) else id(t.run)) for t in tools)
+
+
+def _host_tool(tool: BaseTool, node: ToolNode) -> HostTool:
     function = convert_to_openai_tool(tool)["function"]
     return HostTool(
         name=tool.name,
-        run=run,
+        run=_Run(tool, node),
         description=tool.description,
         input_schema=function.get("parameters") or {"type": "object", "properties": {}},
         output_schema=_output_schema(tool),

@@ -31,6 +31,7 @@ from lc_kit import (
 
 from example_runner import documented, run_example
 from ipybox_core import CodeExecutor, ConfigError
+from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.remote import RemoteSessions
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.langchain import CodeActionMiddleware
@@ -406,3 +407,36 @@ async def test_each_sessions_thread_runs_the_tools_in_its_own_context(tmp_path: 
             )
             assert (await result_text(agent, user)).strip() == user
         assert len(sessions.keys()) == 2
+
+
+async def test_the_apps_own_host_tools_stay_and_two_agents_each_get_theirs_back(
+    executor: CodeExecutor,
+) -> None:
+    async def ping(call: HostCall) -> str:
+        return "pong"
+
+    await executor.register_host_tools([HostTool("ping", ping, "The application's own tool.")])
+
+    @tool
+    def shout(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    hitl = HumanInTheLoopMiddleware(interrupt_on={})
+    clerk_cell = "from agent_tools import ping, whoami\nprint(ping(), whoami()['user'])"
+    _, clerk = agent_of(
+        clerk_tools([]), [hitl, CodeActionMiddleware(executor, human_in_the_loop=hitl)], clerk_cell
+    )
+    shouter_cell = "import agent_tools\nfrom agent_tools import ping, shout\nprint(ping(), shout(text='hi'), hasattr(agent_tools, 'whoami'))"
+    _, shouter = agent_of(
+        [shout], [hitl, CodeActionMiddleware(executor, human_in_the_loop=hitl)], shouter_cell
+    )
+
+    for agent, thread, expected in (
+        (clerk, "two-1", "pong carol"),
+        (shouter, "two-2", "pong HI False"),
+        (clerk, "two-3", "pong carol"),  # its tools are put back
+    ):
+        await run_to_end(agent, thread)
+        assert (await result_text(agent, thread)).strip() == expected
+    assert [tool.name for tool in executor.host_tools] == ["ping", "refund", "whoami", "lookup"]
