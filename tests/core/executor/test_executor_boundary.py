@@ -25,7 +25,7 @@ def _own_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
             name = node.name
             if not name.startswith("__"):
                 (private if name.startswith("_") else public).add(name)
-            settable |= {name for d in node.decorator_list if (name := _setter_of(d))}
+            settable |= {setter for d in node.decorator_list if (setter := _setter_of(d))}
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             if node.attr.startswith("_") and not node.attr.startswith("__"):
                 private.add(node.attr)
@@ -38,12 +38,15 @@ def _own_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
     return private, public - settable
 
 
-def _is_setter(decorator: ast.expr) -> bool:
-    return (
+def _setter_of(decorator: ast.expr) -> str | None:
+    """``x`` for an ``@x.setter`` decorator."""
+    if (
         isinstance(decorator, ast.Attribute)
         and decorator.attr == "setter"
         and isinstance(decorator.value, ast.Name)
-    )
+    ):
+        return decorator.value.id
+    return None
 
 
 def back_doors(root: Path) -> list[str]:
