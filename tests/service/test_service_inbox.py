@@ -237,3 +237,34 @@ async def test_a_client_narrows_the_services_rules_for_its_sessions_and_never_wi
     assert audit_of(service, "add", a=1002, b=1) == [(True, "client:narrow")]
     assert audit_of(service, "add", a=1004, b=1) == [(True, "policy:read-only")]
     assert audit_of(service, "die") == [(False, "policy:deny test.die")] * 4
+
+
+async def test_an_inbox_answer_runs_the_code_to_its_next_approval_which_is_listed_and_reaches_the_worker(
+    service: Service, conversation: str
+) -> None:
+    count = f"count(tag={conversation!r})"
+    code = f"from mcptools.test import count\nfirst = {count}\nprint('counts', first, {count})"
+    async with (
+        RemoteSessions(service.url, token=TOKEN, client_name="asker") as asker,
+        RemoteSessions(service.url, token=TOKEN, client_name="ops") as ops,
+    ):
+        executor = (await asker.session(conversation)).executor
+        execution = executor.stream(code, call_id="c5")
+        first = await execution.next_stop()
+        assert isinstance(first, ApprovalRequest)
+        await ops.answer_approval(first.id, approve=True)
+        listed = await ops.waiting_approvals(conversation)
+        while not listed or listed[0].id == first.id:  # the code goes on in the service meanwhile
+            listed = await ops.waiting_approvals(conversation)
+        [second] = listed
+        assert (second.call_id, second.asked_by, second.name) == ("c5", "asker", "test.count")
+        again = await executor.reattach("c5")
+        assert again is execution
+        stop = await execution.next_stop()  # the worker's execution went on to the second question
+        assert isinstance(stop, ApprovalRequest) and stop.id == second.id
+        assert first.decision is not None and first.decision.decided_by == "client:ops"
+        await stop.accept()
+        result = await execution.wait()
+        assert result.text.strip() == "counts 1 2"  # each approved call ran once
+    assert audit(service, first.id) == [("count", True, "client:ops")]
+    assert audit(service, second.id) == [("count", True, "client:asker")]

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = """\
 Serve ipybox as an MCP server. Tools: execute_code, register_mcp_server, list_mcp_servers,
-api_reference, install_package, reset. Every MCP call the executed code makes is approved by the
+api_reference, install_package, cancel_waiting, reset (over Streamable HTTP also list_approvals and
+answer_approval: the approvals inbox). Every MCP call the executed code makes is approved by the
 user through MCP elicitation (the client shows the server, tool and arguments); use --yes to
 approve them automatically. The kernel starts in the background while the client connects.
 

@@ -26,7 +26,8 @@ FILE decides it (TOML or JSON: allow, deny, allow_read_only, default; see docs/a
 --yes approves all. GET /healthz (live) and GET /readyz (kernels started and every --config server
 connected; 503 otherwise) answer without the token. A --config server that cannot start is left
 out (readiness says so, the code is told "MCP server 'NAME' is not available: ..."); with
---require-servers the service exits instead. See docs/deploying.md."""
+--require-servers the service exits instead. What waits for approval, in every conversation, is
+listed and answered with "ipybox approvals" (the approvals inbox). See docs/deploying.md."""
 
 EPILOG = """\
 examples:

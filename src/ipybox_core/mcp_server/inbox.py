@@ -102,8 +102,7 @@ class AnsweredCalls:
             self._forget(older)
             answered.states |= older.states
             answered.answers[:0] = older.answers
-        answered.timer = asyncio.get_running_loop().call_later(self.keep_for, self._expire, answered)
-        self._calls.append(answered)
+        self._keep(answered)
 
     def take(
         self, session: str | None, *, state: str | None = None, call: str | None = None
@@ -119,6 +118,10 @@ class AnsweredCalls:
 
     def put_back(self, answered: AnsweredCall) -> None:
         """Keep ``answered`` again (the round that took it went away before its outcome)."""
+        self._keep(answered)
+
+    def _keep(self, answered: AnsweredCall) -> None:
+        answered.timer = asyncio.get_running_loop().call_later(self.keep_for, self._expire, answered)
         self._calls.append(answered)
 
     async def cancel_all(self, reason: str, where: Callable[[AnsweredCall], bool], decided_by: str) -> int:

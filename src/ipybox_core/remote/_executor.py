@@ -151,14 +151,14 @@ class RemoteExecutor:
         question = rounds.waiting[-1] if rounds is not None and rounds.waiting else None
         if rounds is None or question is None or not question.request.pending:
             return
-        reply = await self._connection.execute(
-            self.session, arguments={"code": ""}, call=call_id, resume=True
-        )
+        resume: dict[str, Any] = {"code": ""}
+        reply = await self._connection.execute(self.session, arguments=resume, call=call_id, resume=True)
         answers = protocol.meta_value(reply.meta, protocol.ANSWERED)
         if not isinstance(answers, list) or not question.request.pending:
             return  # still waiting (or gone: answering it says so)
         mine = next((a for a in answers if isinstance(a, dict) and a.get("id") == question.request.id), {})
         rounds.handoff.append(reply)
+        rounds.arguments = resume  # the next question's state is bound to the round that got it
         reason = mine.get("reason")
         question.request.resolve(
             ApprovalDecision(
@@ -172,14 +172,12 @@ class RemoteExecutor:
         """An execution over rounds; every retry resends ``arguments`` (the service's request
         state is bound to the call it was issued for)."""
         cancelled = asyncio.Event()
-        rounds = _Rounds(call_id)
+        rounds = _Rounds(call_id, arguments)
         waiting = rounds.waiting
 
         async def drive(emit: Emit) -> ExecutionResult:
             body = asyncio.ensure_future(
-                self._rounds(
-                    await_first=first, arguments=arguments, emit=emit, rounds=rounds, cancelled=cancelled
-                )
+                self._rounds(await_first=first, emit=emit, rounds=rounds, cancelled=cancelled)
             )
             stop = asyncio.ensure_future(cancelled.wait())
             try:
@@ -196,7 +194,7 @@ class RemoteExecutor:
                 with contextlib.suppress(Exception):
                     await self._connection.execute(
                         self.session,
-                        arguments=arguments,
+                        arguments=rounds.arguments,
                         input_responses={
                             question.key: ElicitResult(action="cancel", content={"cancel": True})
                         },
@@ -215,7 +213,6 @@ class RemoteExecutor:
         self,
         *,
         await_first: Any,
-        arguments: dict[str, Any],
         emit: Emit,
         rounds: _Rounds,
         cancelled: asyncio.Event,
@@ -244,7 +241,7 @@ class RemoteExecutor:
             )
             reply = await self._connection.execute(
                 self.session,
-                arguments=arguments,
+                arguments=rounds.arguments,
                 input_responses={key: answer},
                 request_state=state,
                 call=rounds.call_id,
@@ -273,6 +270,8 @@ class _Rounds:
     :meth:`RemoteExecutor._catch_up` when the inbox answered that question."""
 
     call_id: str | None
+    arguments: dict[str, Any]
+    """What every retry resends: the arguments of the round that got the open question."""
     waiting: list[_Question] = field(default_factory=list)
     handoff: list[Round] = field(default_factory=list)
 
