@@ -14,6 +14,10 @@ from ipybox_core.errors import ConfigError
 
 T = TypeVar("T")
 
+NO_APPROVAL = "tool:no-approval"
+"""``decided_by`` in the audit log of a call from the code that the agent's own settings let
+through without asking (a tool that needs no approval)."""
+
 REMOTE_MESSAGE = (
     "agent_tools= needs an in-process executor (CodeExecutor or Sessions): over RemoteSessions (an "
     "ipybox service) the agent's own tools cannot be called from the code yet; leave agent_tools out"

@@ -36,7 +36,7 @@ from pydantic import TypeAdapter
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
-from ipybox_integrations._agent_tools import check_selection, pick
+from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
 from ipybox_integrations._session import Executor
 from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_review
 from ipybox_integrations.langchain._hitl import TOOL_NAME, Review
@@ -69,6 +69,13 @@ def bind_context(executor: Executor, runtime: ToolRuntime | None) -> None:
     bind = getattr(executor, "bind_tool_context", None)
     if bind is not None:
         bind(CallContext(runtime, ensure_config()))
+
+
+async def let_through(request: ApprovalRequest) -> None:
+    """Approve a held call that the agent's ``interrupt_on`` does not gate (audit log:
+    ``decided_by`` ``tool:no-approval``)."""
+    if request.pending:
+        await request.accept(decided_by=NO_APPROVAL)
 
 
 class AgentTools:

@@ -7,10 +7,9 @@ from langchain.tools import ToolRuntime
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
 from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failure, start_execution
-from ipybox_integrations.langchain._agent_tools import bind_context
+from ipybox_integrations.langchain._agent_tools import bind_context, let_through
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
-    APPROVE,
     Review,
     add_notice,
     apply_decision,
@@ -62,7 +61,7 @@ async def _run(
                 return result_content(stop)
             review = settings.review(stop, runtime)
             if review is None:  # an agent tool the agent's HumanInTheLoopMiddleware does not gate
-                await apply_decision(stop, APPROVE)
+                await let_through(stop)
                 continue
             add_notice(notes, edit_notice(await _decide(settings, stop, review)))
             await record_call(stop)

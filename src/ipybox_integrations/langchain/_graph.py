@@ -31,7 +31,7 @@ from ipybox_integrations._session import (
     start_execution,
     with_notes,
 )
-from ipybox_integrations.langchain._agent_tools import bind_context
+from ipybox_integrations.langchain._agent_tools import bind_context, let_through
 from ipybox_integrations.langchain._checkpoint import (
     answered_before,
     answers_when_asked,
@@ -40,7 +40,6 @@ from ipybox_integrations.langchain._checkpoint import (
 )
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
-    APPROVE,
     TOOL_NAME,
     add_notice,
     apply_decision,
@@ -134,7 +133,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     """Put ``request`` to the human (ends the graph run) or, on re-entry, apply the answer given."""
     review = settings.review(request, call.runtime)
     if review is None:  # an agent tool the agent's HumanInTheLoopMiddleware does not gate
-        await apply_decision(request, APPROVE)
+        await let_through(request)
         call.request = None
         return
     allowed = review.allowed

@@ -44,7 +44,6 @@ DecisionName = Literal["approve", "edit", "reject"]
 
 SUPPORTED_DECISIONS: tuple[DecisionName, ...] = ("approve", "edit", "reject")
 DEFAULT_REJECT_REASON = "rejected by the reviewer"
-APPROVE: Decision = ApproveDecision(type="approve")
 EDIT_NOTICE = (
     "Note: a human reviewer edited a tool call of this code before it ran: {name} ran with the "
     "arguments {args}, not the ones the code passed. This was intentional and authorized; the "

@@ -6,6 +6,7 @@ real kernels, the real test MCP server, a real LangGraph checkpointer."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -296,7 +297,8 @@ async def test_a_hanging_tool_times_out_and_the_executor_stays_usable(tmp_path: 
         "print(class_(name='A'))"
     )
     hitl = HumanInTheLoopMiddleware(interrupt_on={})
-    async with CodeExecutor(workspace=tmp_path, call_timeout=1) as ex:
+    audit = tmp_path / "audit.jsonl"
+    async with CodeExecutor(workspace=tmp_path / "ws", call_timeout=1, audit_log=audit) as ex:
         model, agent = agent_of([stuck, klass], [CodeActionMiddleware(ex, agent_tools=False)], "print(1)")
         await run_to_end(agent, "none")
         assert ex.host_tools == [] and "agent_tools" not in model.calls[0][0].text  # opted out
@@ -308,6 +310,12 @@ async def test_a_hanging_tool_times_out_and_the_executor_stays_usable(tmp_path: 
         assert "timeout: host tool 'stuck' did not finish within 1 s" in text, text
         assert text.splitlines()[-1] == "class A"
         assert (await ex.execute("print(40 + 2)")).text.strip() == "42"
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    decided = [(r["server"], r["tool"], r["decided_by"]) for r in records if "decided_by" in r]
+    assert decided == [
+        ("agent_tools", "stuck", "tool:no-approval"),
+        ("agent_tools", "class", "tool:no-approval"),
+    ]
 
 
 async def test_agent_tools_over_a_service_are_refused() -> None:
