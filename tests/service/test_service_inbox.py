@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_kit import APPS, TOKEN, Service, start_app, start_service, wait_for_line
+from service_kit import APPS, TOKEN, Service, run_app, start_app, start_service, wait_for_line
 
 from ipybox_core.approval import ApprovalRequest, ApprovalRules
 from ipybox_core.errors import ApprovalError, ExecutionGone
@@ -268,3 +268,20 @@ async def test_an_inbox_answer_runs_the_code_to_its_next_approval_which_is_liste
         assert result.text.strip() == "counts 1 2"  # each approved call ran once
     assert audit(service, first.id) == [("count", True, "client:ops")]
     assert audit(service, second.id) == [("count", True, "client:asker")]
+
+
+def test_a_pydantic_ai_run_resumed_after_the_inbox_approved_gets_the_result_of_the_one_run(
+    service: Service, conversation: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "run.json"
+    started = run_app("pai_app.py", "start", service.url, str(state))  # process A parks its run, exits
+    assert started.returncode == 0 and "PARKED" in started.stdout, started.stderr
+    [line] = [line for line in approvals(service, "list").stdout.splitlines() if conversation in line]
+    assert "test.count" in line and "asked by pai-start" in line
+    approval_id = line.split()[0]
+    approved = approvals(service, "approve", approval_id, "--client-name", "ops")
+    assert approved.returncode == 0, approved.stderr
+    resumed = run_app("pai_app.py", "answer", service.url, str(state), "approve")  # process B
+    assert resumed.returncode == 0, resumed.stderr
+    assert "count 1 kept" in resumed.stdout  # the inbox's answer ran the call once, in A's kernel
+    assert audit(service, approval_id) == [("count", True, "client:ops")]
