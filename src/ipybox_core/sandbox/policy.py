@@ -45,6 +45,7 @@ DEFAULT_HIDDEN_PATHS: tuple[str, ...] = (
     "~/.config/gh",
     "~/.password-store",
     "~/.local/share/keyrings",
+    "~/.local/state/ipybox",  # OAuth tokens of MCP servers (ipybox_core.mcp.oauth_store)
     "~/.netrc",
     "~/.npmrc",
     "~/.pypirc",

@@ -328,6 +328,34 @@ def test_the_file_store_refuses_a_directory_a_sandbox_can_write(tmp_path: Path) 
     assert not (writable / "state").exists()
 
 
+async def test_the_default_token_directory_is_hidden_from_a_sandbox_that_shows_the_home(
+    tmp_path: Path,
+) -> None:
+    from ipybox_core.sandbox import SandboxPolicy, SandboxUnavailable
+
+    home = tmp_path / "home"
+    tokens = home / ".local" / "state" / "ipybox" / "oauth"  # the default store under this home
+    await FileTokenStore(tokens).save("server", {"tokens": {"access_token": ACCESS_TOKEN_PREFIX + "x"}})
+    (home / "notes.txt").write_text("visible")  # the control: the home itself is shown
+    policy = SandboxPolicy(home=home, allow_read=(home,), sandbox_uid=None)  # the owner of the 0600 file
+    code = f"""
+import os
+for path in ({str(home / "notes.txt")!r}, *({str(tokens)!r} + "/" + n for n in {os.listdir(tokens)!r})):
+    try:
+        print(path.rsplit("/", 1)[1], open(path).read()[:7])
+    except OSError as error:
+        print(path.rsplit("/", 1)[1], type(error).__name__)
+"""
+    try:
+        async with CodeExecutor(workspace=tmp_path / "ws", sandbox=policy) as executor:
+            result = await executor.execute(code)
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap cannot run here: {exc}")
+    first, second = result.text.splitlines()
+    assert first == "notes.txt visible"
+    assert second.endswith(("FileNotFoundError", "PermissionError", "IsADirectoryError")), second
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
