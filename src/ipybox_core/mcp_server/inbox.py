@@ -23,7 +23,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from ipybox_core import protocol
 from ipybox_core.errors import ApprovalError, ExecutionGone, IpyboxError
 from ipybox_core.mcp_server._parked import cancel_execution
-from ipybox_core.mcp_server._results import failure_result
+from ipybox_core.mcp_server._results import error_result, failure_result
 from ipybox_core.mcp_server.approvals import Answer, apply_answer
 
 if TYPE_CHECKING:
@@ -242,6 +242,8 @@ async def outcome_of(answered: AnsweredCall, service: IpyboxService, *, overtook
         raise
     except IpyboxError as error:
         result = failure_result(error)
+    if isinstance(result, InputRequiredResult) and (result.request_state or "") not in service.parked:
+        result = error_result("gone", protocol.GONE_MESSAGE)  # its next question expired or was cancelled
     result.meta = {**(result.meta or {}), protocol.ANSWERED: answered.answers}
     if overtook and isinstance(result, CallToolResult):
         last = answered.answers[-1]
