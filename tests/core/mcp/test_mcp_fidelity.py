@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from ipybox_core.errors import McpServerError, ToolError
 from ipybox_core.mcp import McpRegistry
 from ipybox_core.mcp.results import ResultTooLarge
 from servers import PYTHON, SERVERS_DIR
+from servers.announce import start_announcing
 from servers.fidelity_server import QUERY_ERROR_CODE
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -35,23 +34,9 @@ TRANSPORTS = ["stdio", "http", "sse"]
 
 def start_fidelity_http(log: Path) -> tuple[subprocess.Popen[str], int]:
     """Start ``fidelity_server.py http`` and wait for its ``PORT <n>`` line."""
-    with log.open("a") as stderr:
-        process = subprocess.Popen(
-            [PYTHON, str(FIDELITY_SCRIPT), "http"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    assert process.stdout is not None
-    deadline, line = time.monotonic() + 60, ""
-    while not line and time.monotonic() < deadline and process.poll() is None:
-        if select.select([process.stdout], [], [], 0.1)[0]:
-            line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        raise RuntimeError(f"fidelity server did not start: {line!r}\n{log.read_text()}")
-    return process, int(line.split()[1])
+    command = [PYTHON, str(FIDELITY_SCRIPT), "http"]
+    process, (port,) = start_announcing(command, "PORT", log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return process, int(port)
 
 
 @pytest.fixture(scope="module")

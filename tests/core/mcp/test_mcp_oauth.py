@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import select
 import socket
 import stat
 import subprocess
@@ -33,6 +32,7 @@ from ipybox_core.mcp import McpRegistry, parse_server_config
 from ipybox_core.mcp.oauth import AuthorizationRequest
 from ipybox_core.mcp.oauth_store import FileTokenStore, MemoryTokenStore
 from servers import PYTHON, SERVERS_DIR
+from servers.announce import start_announcing
 from servers.oauth_server import ACCESS_TOKEN_PREFIX
 
 OAUTH_SCRIPT = SERVERS_DIR / "oauth_server.py"
@@ -40,19 +40,7 @@ OAUTH_SCRIPT = SERVERS_DIR / "oauth_server.py"
 
 def start_oauth_server(log: Path) -> tuple[subprocess.Popen[str], int, int]:
     """Start ``oauth_server.py``; its process and the resource server's and the open server's ports."""
-    with log.open("a") as stderr:
-        process = subprocess.Popen(
-            [PYTHON, str(OAUTH_SCRIPT)], stdout=subprocess.PIPE, stderr=stderr, text=True
-        )
-    assert process.stdout is not None
-    deadline, line = time.monotonic() + 60, ""
-    while not line and time.monotonic() < deadline and process.poll() is None:
-        if select.select([process.stdout], [], [], 0.1)[0]:
-            line = process.stdout.readline()
-    if not line.startswith("PORTS "):
-        process.kill()
-        raise RuntimeError(f"OAuth server did not start: {line!r}\n{log.read_text()}")
-    _, _, protected, unprotected = line.split()
+    process, (_, protected, unprotected) = start_announcing([PYTHON, str(OAUTH_SCRIPT)], "PORTS", log)
     return process, int(protected), int(unprotected)
 
 
