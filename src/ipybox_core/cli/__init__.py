@@ -28,7 +28,7 @@ commands:
   ipybox gen NAME -- CMD ARGS...       generate a server's Python API and print its signatures
   ipybox mcp                           serve ipybox to MCP clients (Claude Code, Cursor, ...)
   ipybox serve                         run ipybox as a service that application processes share
-  ipybox approvals list|approve|reject  the approvals that wait in an ipybox service
+  ipybox approvals ACTION              list, approve or reject what waits in an ipybox service
 
 "ipybox COMMAND --help" explains each command."""
 
