@@ -136,7 +136,7 @@ class McpConnection:
     ) -> None:
         self.name = name
         self.config = config
-        self._auth_state = AuthState(name)
+        self._auth_state = AuthState()
         self._http = self._http_auth(authorize, token_store)
         self.connect_timeout = config.connect_timeout or connect_timeout
         self.call_timeout = config.call_timeout or call_timeout

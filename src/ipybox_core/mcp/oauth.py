@@ -180,8 +180,7 @@ class _StoreStorage:
 class AuthState:
     """What one server's authorization went through (for the one-line error), shared by its connections."""
 
-    def __init__(self, server: str) -> None:
-        self.server = server
+    def __init__(self) -> None:
         self.failure: BaseException | None = None
         self.rejected: tuple[int, str] | None = None
         """The MCP endpoint's last 401/403: the status and what its ``WWW-Authenticate`` says."""
@@ -210,7 +209,8 @@ class AuthState:
 
 
 class _Flow:
-    """Mixin for the SDK's providers: remembers what failed, restores token expiry across runs."""
+    """Mixin for the SDK's providers: adds configured scopes, remembers what failed, and restores what
+    an earlier run knew (token expiry, discovered metadata) so a stored token can be refreshed."""
 
     state: AuthState
     storage_adapter: _StoreStorage
