@@ -18,7 +18,8 @@ from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalRequest, ApprovalRules
+from ipybox_core.hosttools import HOST_SERVER
 from ipybox_integrations.langchain._hitl import SUPPORTED_DECISIONS, DecisionName, Review
 
 HumanInTheLoop: TypeAlias = HumanInTheLoopMiddleware[Any, Any, Any]
@@ -60,3 +61,20 @@ def _graph_runtime(runtime: ToolRuntime | None) -> Any:
         return get_runtime()
     except RuntimeError:
         return runtime
+
+
+def let_through_by_policy(policy: object, hitl: HumanInTheLoop, names: list[str]) -> list[str]:
+    """The tools ``hitl`` gates that the executor's approval ``policy`` lets the code call without
+    asking (``"never"``, or a rule allowing ``agent_tools.<tool>``), each with the rule: their
+    calls from the code never reach ``interrupt_on``. A policy function is not judged."""
+    gated = [name for name in names if name in hitl.interrupt_on]
+    if policy == "never":
+        return [f"{name} (approval='never')" for name in gated]
+    if not isinstance(policy, ApprovalRules):
+        return []
+    found = []
+    for name in gated:
+        action, reason = policy.match(ApprovalRequest(kind="mcp", server=HOST_SERVER, tool=name, args={}))
+        if action == "allow":
+            found.append(f"{name} ({reason})")
+    return found

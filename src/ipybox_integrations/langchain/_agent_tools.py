@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import types
 import typing
 import weakref
@@ -38,7 +39,7 @@ from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
 from ipybox_integrations._session import Executor
-from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_review
+from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_review, let_through_by_policy
 from ipybox_integrations.langchain._hitl import TOOL_NAME, Review
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[BaseTool], bool] | None"
@@ -51,6 +52,11 @@ COMMAND_MESSAGE = (
 )
 
 _calls = itertools.count(1)
+logger = logging.getLogger(__name__)
+UNASKED_WARNING = (
+    "the executor's approval policy lets the code call %s without asking: the agent's "
+    "interrupt_on for them does not apply to calls from the code"
+)
 _served: weakref.WeakKeyDictionary[Any, tuple[tuple[str, int], ...]] = weakref.WeakKeyDictionary()
 """What each source whose host tools cannot be read back (a ``Sessions``) was last given."""
 
@@ -117,7 +123,16 @@ class AgentTools:
             node = ToolNode(selected, handle_tool_errors=False) if selected else None
             await register([*own, *(_host_tool(tool, node) for tool in selected)] if node else own)
             _served[source] = wanted
-            return True
+        self._warn_unasked(source)
+        return True
+
+    def _warn_unasked(self, source: object) -> None:
+        if self.human_in_the_loop is None:
+            return
+        policy = getattr(source, "approval", None)  # a CodeExecutor's (Sessions keep theirs)
+        unasked = let_through_by_policy(policy, self.human_in_the_loop, list(self._tools))
+        if unasked:
+            logger.warning(UNASKED_WARNING, ", ".join(unasked))
 
     def review(
         self, request: ApprovalRequest, runtime: ToolRuntime | None, fallback: Review

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,7 +32,7 @@ from lc_kit import (
 )
 
 from example_runner import documented, run_example
-from ipybox_core import CodeExecutor, ConfigError
+from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
 from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.remote import RemoteSessions
 from ipybox_core.sessions import Sessions
@@ -448,3 +449,23 @@ async def test_the_apps_own_host_tools_stay_and_two_agents_each_get_theirs_back(
         await run_to_end(agent, thread)
         assert (await result_text(agent, thread)).strip() == expected
     assert [tool.name for tool in executor.host_tools] == ["ping", "refund", "whoami", "lookup"]
+
+
+async def test_a_policy_that_lets_a_gated_tool_through_is_warned_about(
+    executor: CodeExecutor, caplog: pytest.LogCaptureFixture
+) -> None:
+    refunded: list[str] = []
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"refund": True, "lookup": True})
+    code = CodeActionMiddleware(executor, human_in_the_loop=hitl)
+    _, agent = agent_of(
+        clerk_tools(refunded), [hitl, code], "from agent_tools import refund\nprint(refund(order='R-1'))"
+    )
+    executor.approval = ApprovalRules(allow=["agent_tools.refund"])
+    try:
+        with caplog.at_level(logging.WARNING, logger="ipybox_integrations.langchain._agent_tools"):
+            _, asked = await run_to_end(agent, "policy-allows")
+    finally:
+        executor.approval = "always"
+    assert asked == [] and refunded == ["R-1"]  # the executor's policy comes first, as for MCP calls
+    (warning,) = [r.getMessage() for r in caplog.records if "interrupt_on" in r.getMessage()]
+    assert "refund (policy:allow agent_tools.refund)" in warning and "lookup" not in warning
