@@ -285,3 +285,34 @@ def test_a_pydantic_ai_run_resumed_after_the_inbox_approved_gets_the_result_of_t
     assert resumed.returncode == 0, resumed.stderr
     assert "count 1 kept" in resumed.stdout  # the inbox's answer ran the call once, in A's kernel
     assert audit(service, approval_id) == [("count", True, "client:ops")]
+
+
+async def test_the_inbox_approves_with_edited_arguments_and_the_audit_log_keeps_both(
+    service: Service, conversation: str
+) -> None:
+    async with (
+        RemoteSessions(service.url, token=TOKEN, client_name="asker") as asker,
+        RemoteSessions(service.url, token=TOKEN, client_name="editor") as editor,
+    ):
+        executor = (await asker.session(conversation)).executor
+        edited = {"tag": f"{conversation}-edited"}
+        counted = await executor.execute(
+            f"from mcptools.test import count\nprint(count(**{edited!r}))", approve_all=True
+        )
+        assert counted.text.strip() == "1"
+        execution = executor.stream(
+            "from mcptools.test import count\nprint(count(tag='asked'))", call_id="c7"
+        )
+        request = await execution.next_stop()
+        assert isinstance(request, ApprovalRequest)
+        await editor.answer_approval(request.id[:8], approve=True, arguments=edited)  # a prefix is enough
+        resumed = await executor.reattach("c7")
+        assert resumed is execution
+        assert (await execution.wait()).text.strip() == "2"  # the edited call ran, not the asked one
+    path = service.log.parent / "audit.jsonl"
+    [record] = [json.loads(line) for line in path.read_text().splitlines() if request.id in line]
+    assert (record["args"], record["edited_args"], record["decided_by"]) == (
+        {"tag": "asked"},
+        edited,
+        "client:editor",
+    )
