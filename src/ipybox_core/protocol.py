@@ -334,7 +334,8 @@ class WaitingApproval:
     id: str
     """The approval's id (the ``ApprovalRequest.id`` its conversation sees): answer it by this."""
     conversation: str
-    """The conversation (session) key it waits in, as the client named it."""
+    """The conversation (session) key it waits in, as the client named it (a key that is not a
+    plain name travels as its digest, :func:`service_key`; ``"default"``: clients that name none)."""
     call_id: str | None
     """The ``execute_code`` call it belongs to (the framework's tool call id), if the client named one."""
     kind: str
