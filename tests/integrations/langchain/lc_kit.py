@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import UUID
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -131,3 +133,34 @@ def text_of(message: ToolMessage) -> str:
     if isinstance(message.content, str):
         return message.content
     return "".join(block.get("text", "") for block in message.content if isinstance(block, dict))
+
+
+class ToolRuns(AsyncCallbackHandler):
+    """Records every tool run: name, parent, inputs, output or error."""
+
+    def __init__(self) -> None:
+        self.runs: dict[UUID, dict[str, Any]] = {}
+
+    async def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.runs[run_id] = {
+            "name": serialized.get("name"),
+            "parent": parent_run_id,
+            "inputs": kwargs.get("inputs"),
+        }
+
+    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.runs[run_id]["output"] = output
+
+    async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.runs[run_id]["error"] = type(error).__name__
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [run for run in self.runs.values() if run["name"] == name]

@@ -24,6 +24,7 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 from lc_kit import (
     ScriptedChatModel,
+    ToolRuns,
     config,
     only_interrupt,
     run_code_then_finish,
@@ -469,3 +470,24 @@ async def test_a_policy_that_lets_a_gated_tool_through_is_warned_about(
     assert asked == [] and refunded == ["R-1"]  # the executor's policy comes first, as for MCP calls
     (warning,) = [r.getMessage() for r in caplog.records if "interrupt_on" in r.getMessage()]
     assert "refund (policy:allow agent_tools.refund)" in warning and "lookup" not in warning
+
+
+async def test_an_agent_tools_run_is_a_child_of_execute_code(executor: CodeExecutor) -> None:
+    runs = ToolRuns()
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"refund": True})
+    code = CodeActionMiddleware(executor, human_in_the_loop=hitl)
+    cell = "from agent_tools import refund, whoami\nprint(whoami()['user'], refund(order='T-1'))"
+    _, agent = agent_of(clerk_tools([]), [hitl, code], cell)
+    settings = {**config("traced-tools"), "callbacks": [runs]}
+    turn = {"messages": [{"role": "user", "content": "go"}]}
+    await agent.ainvoke(turn, settings, context=CONTEXT, version="v2")
+    await agent.ainvoke(
+        Command(resume={"decisions": [{"type": "approve"}]}), settings, context=CONTEXT, version="v2"
+    )
+
+    (whoami,) = runs.named("whoami")
+    (refund,) = runs.named("refund")
+    assert refund["output"].content == "refunded T-1"
+    assert runs.named("agent_tools.refund") == []  # the tool's own run, not a second one for the call
+    assert runs.runs[whoami["parent"]]["name"] == "execute_code"
+    assert runs.runs[refund["parent"]]["name"] == "execute_code"

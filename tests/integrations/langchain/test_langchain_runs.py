@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 import pytest
-from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.types import Command
-from lc_kit import APPROVE, config, make_agent, only_interrupt, reject, run_code_then_finish, user
+from lc_kit import APPROVE, ToolRuns, config, make_agent, only_interrupt, reject, run_code_then_finish, user
 
 from ipybox_core import CodeExecutor
 from ipybox_integrations.langchain import CodeActionMiddleware, execute_code_tool
@@ -24,37 +22,6 @@ except PermissionError:
     pass
 print(add(a=2, b=3))
 """
-
-
-class ToolRuns(AsyncCallbackHandler):
-    """Records every tool run: name, parent, inputs, output or error."""
-
-    def __init__(self) -> None:
-        self.runs: dict[UUID, dict[str, Any]] = {}
-
-    async def on_tool_start(
-        self,
-        serialized: dict[str, Any],
-        input_str: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.runs[run_id] = {
-            "name": serialized.get("name"),
-            "parent": parent_run_id,
-            "inputs": kwargs.get("inputs"),
-        }
-
-    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self.runs[run_id]["output"] = output
-
-    async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.runs[run_id]["error"] = type(error).__name__
-
-    def named(self, name: str) -> list[dict[str, Any]]:
-        return [run for run in self.runs.values() if run["name"] == name]
 
 
 async def test_an_approved_call_is_a_child_run_of_execute_code_with_the_mcp_result(
