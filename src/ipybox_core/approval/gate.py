@@ -7,10 +7,14 @@ from collections.abc import Callable
 
 from ipybox_core.approval.audit import AuditLog
 from ipybox_core.approval.policy import ApprovalPolicy, ApprovalRules, apply_policy, check_policy
-from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest
+from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest, CallOutcome
 
 ApprovalListener = Callable[[ApprovalRequest], None]
 """Receives requests the application must decide (the running execution's event stream)."""
+BeforeCall = Callable[[ApprovalRequest], "str | None"]
+"""Consulted for each call before the policy: a reason refuses the call (``None`` lets it on)."""
+CallListener = Callable[[ApprovalRequest, ApprovalDecision, CallOutcome], None]
+"""Receives each decided tool call once it is over (its decision and outcome)."""
 
 NO_LISTENER = "no-listener"
 """``decided_by`` of a request nobody could be asked about (no running execution, a client that
@@ -22,6 +26,8 @@ MAX_PENDING_APPROVALS = 16
 one per thread that calls a tool; beyond the limit a request is refused at once (decided by
 :data:`LIMIT_DECIDER`), so what waiting requests hold stays in proportion to it."""
 
+BEFORE_CALL_DECIDER = "before-call"
+"""``decided_by`` of a call refused by the execution's ``before_call`` check (e.g. a usage limit)."""
 LIMIT_DECIDER = "limit"
 """``decided_by`` of a request refused because :data:`MAX_PENDING_APPROVALS` were waiting."""
 
@@ -57,6 +63,8 @@ class ApprovalGate:
         self.audit = audit
         self.max_pending = max_pending
         self._listener: ApprovalListener | None = None
+        self._before_call: BeforeCall | None = None
+        self._on_call: CallListener | None = None
         self._waiting = 0
         self._auditing = asyncio.Lock()  # one record at a time: a large call's arguments parsed once
 
@@ -71,9 +79,26 @@ class ApprovalGate:
         """Route requests needing a decision to ``listener`` (``None``: reject them)."""
         self._listener = listener
 
+    def observe(self, before_call: BeforeCall | None, on_call: CallListener | None) -> None:
+        """Check each call with ``before_call`` before the policy decides it, and report each
+        decided tool call to ``on_call`` when it is over (``None``: neither)."""
+        self._before_call = before_call
+        self._on_call = on_call
+
+    def report(self, request: ApprovalRequest, outcome: CallOutcome) -> None:
+        """Called by whoever ran a decided tool call (the tool server) once it is over."""
+        decision = request.decision
+        if self._on_call is not None and decision is not None:
+            self._on_call(request, decision, outcome)
+
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         """The decision for ``request``; cancelling the caller abandons the request."""
-        decision = await apply_policy(self.policy, request)
+        refusal = self._before_call(request) if self._before_call is not None else None
+        decision = (
+            ApprovalDecision(False, BEFORE_CALL_DECIDER, refusal)
+            if refusal is not None
+            else await apply_policy(self.policy, request)
+        )
         if decision is not None:
             request.resolve(decision)
         elif self._listener is None:

@@ -2,7 +2,7 @@
 
 from ipybox_core.executor._shared import SharedTools
 from ipybox_core.executor.contract import Executor, SessionSource, ToolSummaries
-from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, ExecutionResult, OutputChunk
+from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.executor.execution import Execution
 from ipybox_core.executor.executor import DEFAULT_TIMEOUT, CodeExecutor, RegisteredServer
 from ipybox_core.executor.options import ExecutorOptions
@@ -20,5 +20,6 @@ __all__ = [
     "RegisteredServer",
     "SessionSource",
     "SharedTools",
+    "ToolCall",
     "ToolSummaries",
 ]

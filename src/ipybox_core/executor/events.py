@@ -1,4 +1,4 @@
-"""What an execution streams: output chunks, rich displays, approval requests, the final result."""
+"""What an execution streams: output, rich displays, approval requests, tool calls, the final result."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalDecision, ApprovalRequest, CallOutcome
 from ipybox_core.errors import CodeError
 
 
@@ -77,5 +77,55 @@ class ExecutionResult:
         return "\n".join(parts)
 
 
-ExecutionEvent: TypeAlias = OutputChunk | DisplayOutput | ApprovalRequest | ExecutionResult
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the code made (an MCP tool, or a host tool of server ``agent_tools``), once it is
+    over: how it was decided and what it came to.
+
+    Streamed for every decided call, also those the approval policy let through (or refused)
+    without asking; a call the application was asked about was an :class:`ApprovalRequest` event
+    first (``request`` is that object). Shell commands are not tool calls. Over ``RemoteSessions``
+    (an ipybox service) these events are not relayed yet.
+    """
+
+    request: ApprovalRequest
+    decision: ApprovalDecision
+    outcome: CallOutcome
+
+    @property
+    def server(self) -> str:
+        return self.request.server
+
+    @property
+    def tool(self) -> str:
+        return self.request.tool
+
+    @property
+    def name(self) -> str:
+        """``server.tool``."""
+        return self.request.name
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments as sent (the approver's edit, if any), else as the code passed them."""
+        edited = self.decision.arguments
+        return dict(edited) if edited is not None else self.request.args
+
+    @property
+    def decided_by(self) -> str:
+        """``policy:<rule>``, ``user``, ``client:<name>``, ``timeout``, ... (as in the audit log)."""
+        return self.decision.decided_by
+
+    @property
+    def sent(self) -> bool:
+        """True when the call was let through to its tool (its result, or error, is ``outcome``)."""
+        return self.decision.approved
+
+    @property
+    def by_policy(self) -> bool:
+        """True when the approval policy decided the call without asking anyone."""
+        return self.decided_by.startswith("policy:")
+
+
+ExecutionEvent: TypeAlias = OutputChunk | DisplayOutput | ApprovalRequest | ToolCall | ExecutionResult
 """Everything :meth:`CodeExecutor.stream` yields; the last event is always an :class:`ExecutionResult`."""

@@ -30,8 +30,8 @@ _END = _End()
 
 
 class Execution:
-    """Events of one execution, in order: output chunks, displays and approval requests as they
-    happen, then one :class:`ExecutionResult` (or the raised :class:`ExecutionTimeout`,
+    """Events of one execution, in order: output chunks, displays, approval requests and tool calls
+    as they happen, then one :class:`ExecutionResult` (or the raised :class:`ExecutionTimeout`,
     :class:`KernelDied` or :class:`ExecutionCancelled`).
 
     The code runs in a background task from the first iteration on, so kernel output is consumed
@@ -57,6 +57,12 @@ class Execution:
         self._cancelled: str | None = None  # the reason, once cancelled
         self.result: ExecutionResult | None = None
         """The final result, once the execution finished successfully."""
+        self.before_call: Callable[[ApprovalRequest], str | None] | None = None
+        """Consulted for each call of the code (MCP, host tool, shell) before the approval policy
+        decides it: a returned reason refuses the call before anyone is asked or anything is sent
+        (the code sees ``PermissionError`` with the reason; its :class:`ToolCall` event is decided by
+        ``"before-call"``), e.g. to enforce a limit on calls. Set it (or change it) at any time;
+        ignored over ``RemoteSessions`` (an ipybox service) for now."""
 
     # --- iteration --------------------------------------------------------------------------
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ipybox_core.approval import ApprovalGate, ApprovalPolicy, ApprovalRequest, AuditLog
+from ipybox_core.approval import (
+    ApprovalDecision,
+    ApprovalGate,
+    ApprovalPolicy,
+    ApprovalRequest,
+    AuditLog,
+    CallOutcome,
+)
 from ipybox_core.approval.policy import check_policy
 from ipybox_core.codegen import (
     GeneratedPackage,
@@ -27,7 +34,7 @@ from ipybox_core.codegen import (
 from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
 from ipybox_core.executor._conversation import ConversationExecutor, SharedSession
 from ipybox_core.executor._shared import Registrar, SharedTools
-from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk
+from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.executor.execution import Emit, Execution
 from ipybox_core.hosttools import HOST_SERVER, HostBackend, HostTool, HostTools
 from ipybox_core.hosttools._package import (
@@ -410,7 +417,7 @@ class CodeExecutor:
         call_id: str | None = None,
     ) -> Execution:
         """Run ``code``; iterate the result for :class:`OutputChunk`, :class:`DisplayOutput`,
-        :class:`ApprovalRequest` events and finally the :class:`ExecutionResult`.
+        :class:`ApprovalRequest`, :class:`ToolCall` events and finally the :class:`ExecutionResult`.
 
         Raises :class:`ExecutorBusy` if another execution is still running: executions are not
         queued. ``timeout`` defaults to the executor's; time waiting for approval is not counted.
@@ -428,7 +435,7 @@ class CodeExecutor:
         wall_limit = wall_timeout if wall_timeout is not None else self.wall_timeout
 
         async def drive(emit: Emit) -> ExecutionResult:
-            return await self._drive(code, limit, wall_limit, emit, execution if call_id else None)
+            return await self._drive(code, limit, wall_limit, emit, execution, backstop=call_id is not None)
 
         execution = Execution(drive, self._finished, self._interrupt)
         self._execution = execution
@@ -469,7 +476,6 @@ class CodeExecutor:
         if scope is not None and not call_id.startswith(scope):
             return 0
         await execution.cancel(reason or MOVED_ON)
-        self._call = None  # cancelled by the application: nothing left to reattach to
         return 1
 
     @property
@@ -656,7 +662,9 @@ class CodeExecutor:
         timeout: float | None,
         wall_timeout: float | None,
         emit: Emit,
-        backstopped: Execution | None,
+        execution: Execution,
+        *,
+        backstop: bool,
     ) -> ExecutionResult:
         assert self._kernel is not None
         kernel = self._kernel
@@ -685,12 +693,21 @@ class CodeExecutor:
             await kernel.output_reached(request.output_mark)
             if request.pending:
                 emit(request)
-                if backstopped is not None and self.abandon_after is not None:
-                    _backstop(request, backstopped, self.abandon_after)
+                if backstop and self.abandon_after is not None:
+                    _backstop(request, execution, self.abandon_after)
+
+        def before_call(request: ApprovalRequest) -> str | None:
+            check = execution.before_call
+            return check(request) if check is not None else None
+
+        def on_call(request: ApprovalRequest, decision: ApprovalDecision, outcome: CallOutcome) -> None:
+            if request.kind == "mcp":
+                emit(ToolCall(request, decision, outcome))
 
         if self._stale_modules or self._host_stale:
             await self._refresh_modules()
         self._gate.listen(on_request)
+        self._gate.observe(before_call, on_call)
         try:
             collector = OutputCollector(self._output_limit)
             async with contextlib.aclosing(self._kernel.execute(code, deadline)) as events:
@@ -702,6 +719,7 @@ class CodeExecutor:
                         emit(DisplayOutput(event.data, event.metadata))
         finally:
             self._gate.listen(None)
+            self._gate.observe(None, None)
         output = collector.output()
         return ExecutionResult(
             text=output.text,

@@ -323,6 +323,9 @@ def _rejected(decision_by: str) -> str:
     return "approval_timeout" if decision_by == "timeout" else "rejected"
 
 
+_NOT_RUN = CallOutcome(ok=False, error="not_run")
+
+
 async def _approved_call(
     backend: ToolBackend,
     gate: ApprovalGate,
@@ -349,6 +352,7 @@ async def _approved_call(
             return await _run_call(backend, gate, approval, parsed)
     finally:  # whatever ended it (a refusal, a lost connection, a cancelled call): it is known now
         approval.finish(CallOutcome(ok=False, text=f"{approval.name} did not run", error="not_run"))
+        gate.report(approval, await approval.outcome() or _NOT_RUN)  # done: no suspension
 
 
 async def _run_call(
