@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from ipybox_core import ApprovalRequest, ExecutionResult, Sessions
-from ipybox_core.errors import ApprovalError, ExecutionTimeout, ExecutorBusy, KernelDied
+from ipybox_core.errors import ApprovalError, ExecutionCancelled, ExecutionTimeout, ExecutorBusy, KernelDied
 from ipybox_core.executor import Execution, Executor, SessionSource
 from ipybox_core.remote import RemoteSessions
 from servers.executors import executor_with_test_server
@@ -204,7 +204,10 @@ async def test_cancel_waiting_ends_the_waiting_execution_and_its_call_never_runs
     assert await executor.cancel_waiting(calls=["another-call"]) == 0
     assert await executor.cancel_waiting(calls=[f"{key}-left"], reason="the conversation moved on") == 1
     assert not executor.busy
-    assert await executor.reattach(f"{key}-left") is None
+    again = await executor.reattach(f"{key}-left")
+    if again is not None:  # in process it is found once more, to tell why it ended
+        with pytest.raises(ExecutionCancelled, match="the conversation moved on"):
+            await again.wait()
     assert await counted(executor, key) == 0
 
 
