@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 DESCRIPTION = """\
 Serve ipybox as an MCP server. Tools: execute_code, register_mcp_server, list_mcp_servers,
-api_reference, install_package, cancel_waiting, reset (over Streamable HTTP also list_approvals and
+api_reference, install_package, cancel_waiting, reset (ipybox serve adds list_approvals and
 answer_approval: the approvals inbox). Every MCP call the executed code makes is approved by the
 user through MCP elicitation (the client shows the server, tool and arguments); use --yes to
 approve them automatically. The kernel starts in the background while the client connects.
@@ -210,4 +210,5 @@ async def _serve(service: IpyboxService, args: argparse.Namespace, console: Cons
         tls=getattr(args, "tls", None),
         on_listening=listening,
         on_token=console.info,
+        inbox_tools=args.command == "serve",
     )

@@ -64,10 +64,10 @@ TEXT_ONLY = False
 result to validate (the MCP client's validator, jsonschema, can take seconds to import)."""
 
 
-def build_server(service: IpyboxService, *, inbox_tools: bool = True) -> MCPServer[Any]:
+def build_server(service: IpyboxService, *, inbox_tools: bool = False) -> MCPServer[Any]:
     """The MCP server with ipybox's tools (the caller starts and closes ``service``);
     ``inbox_tools``: with the approvals inbox's (``list_approvals``, ``answer_approval``), for
-    Streamable HTTP, where many clients share the service (stdio has one client)."""
+    ``ipybox serve``, where application processes share the service."""
     ttl = service.settings.approval_timeout + 60.0
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
@@ -413,6 +413,7 @@ async def serve(
     tls: Tls | None = None,
     on_listening: Callable[[str], None] | None = None,
     on_token: Callable[[str], None] | None = None,
+    inbox_tools: bool = False,
 ) -> None:
     """Serve over stdio (until the client closes the connection) or Streamable HTTP, until SIGINT
     or SIGTERM; when this returns, every kernel and every MCP server process are gone.
@@ -420,11 +421,13 @@ async def serve(
     Over Streamable HTTP each MCP session gets its own kernel, and every request must carry the
     bearer token (``IPYBOX_MCP_TOKEN``, or one generated now); ``on_token`` receives the line that
     tells the operator which token to send. ``no_auth`` is refused off loopback. ``tls`` serves
-    HTTPS with that certificate and key.
+    HTTPS with that certificate and key. ``inbox_tools`` (``ipybox serve``, over Streamable HTTP)
+    adds the approvals inbox's tools, which answer other conversations' approvals: not for a
+    model's MCP client (``ipybox mcp``).
     """
     if transport not in ("stdio", "streamable-http"):
         raise ConfigError(f"unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
-    server = build_server(service, inbox_tools=transport != "stdio")
+    server = build_server(service, inbox_tools=inbox_tools and transport != "stdio")
     if transport == "stdio":
         async with service:
             if service.settings.require_servers:  # before the handshake: a failure ends the process

@@ -214,3 +214,11 @@ async def test_execute_runs_code_to_the_end_as_a_code_executor_does(service: Htt
             await executor.execute(add)  # no one to ask: refused, and the code stopped in the service
         assert not executor.busy
         assert (await executor.execute(add, approve_all=True)).text.strip() == "sum 3"
+
+
+@in_module_loop
+async def test_ipybox_mcp_over_http_has_no_approvals_inbox(service: HttpIpybox) -> None:
+    # Its client is usually a model's: no tool that answers other conversations' approvals.
+    async with remote(service, "would-be-inbox") as sessions:
+        with pytest.raises(ServiceError, match="list_approvals"):
+            await sessions.waiting_approvals()
