@@ -188,7 +188,7 @@ ATTEMPTS: list[Attempt] = [
     Attempt(
         "see-host-process",
         'def attack():\n    return open("/proc/$host_pid/cmdline", "rb").read()',
-        leak="pytest",
+        leak="$host_command",
         control=True,
     ),
     Attempt(

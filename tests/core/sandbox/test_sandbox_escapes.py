@@ -125,6 +125,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
             "ws": str(workspace),
             "secret": secret,
             "host_pid": str(os.getpid()),
+            # the start of this process's command line (pytest, or an xdist worker) as the kernel
+            # would show the bytes it read
+            "host_command": repr(Path("/proc/self/cmdline").read_bytes()[:80])[2:-1],
             "host_init": Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode(),
             "tcp_port": str(loopback.sock.getsockname()[1]),
             "tcp_any_port": str(anywhere.sock.getsockname()[1]),
