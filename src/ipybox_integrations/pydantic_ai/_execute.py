@@ -48,7 +48,7 @@ from pydantic_ai.messages import (
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError, ToolError
-from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
 from ipybox_core.suspended import MOVED_ON
 from ipybox_integrations._session import (
@@ -73,6 +73,7 @@ from ipybox_integrations.pydantic_ai._agent_tools import (
 )
 from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
+from ipybox_integrations.pydantic_ai._usage import CodeCalls, not_a_tool_call
 from ipybox_integrations.pydantic_ai.approvals import (
     DEFAULT_REJECT_REASON,
     deferred_answer,
@@ -103,6 +104,8 @@ class CallRef:
     conversation: str
     call_id: str
     run_id: str | None
+    calls: CodeCalls
+    """The code's tool calls, counted and limited in this run."""
 
 
 IGNORED_ANSWER_NOTE = (
@@ -149,6 +152,11 @@ class CodeRunner:
     # --- the tool ---------------------------------------------------------------------------
 
     async def execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
+        result = await self._execute_code(ctx, code)
+        not_a_tool_call(ctx)
+        return result
+
+    async def _execute_code(self, ctx: RunContext[Any], code: str) -> ToolReturn | str:
         conversation = self.conversation_of(ctx)
         call_id = ctx.tool_call_id or "execute_code"
         session = await self.conversations.session(conversation)
@@ -176,7 +184,8 @@ class CodeRunner:
             if started is None:
                 return with_notes(notes, BUSY_MESSAGE)
             execution = started
-        ref = CallRef(conversation, call_id, ctx.run_id)
+        ref = CallRef(conversation, call_id, ctx.run_id, CodeCalls(ctx))
+        execution.before_call = ref.calls.before_call
         if self.agent_tools is not None:  # the agent tools this execution's code calls run in this run
             self.agent_tools.bind(executor, ctx)
         try:
@@ -201,6 +210,8 @@ class CodeRunner:
                     await _emit(ctx, CodeOutput(text=event.text, stream=event.stream))
                 elif isinstance(event, ApprovalRequest):
                     await self._decide(ctx, ref, executor, execution, event)
+                elif isinstance(event, ToolCall):
+                    ref.calls.finished(event)
                 elif isinstance(event, ExecutionResult):
                     return tool_return(event)
         except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
@@ -218,25 +229,27 @@ class CodeRunner:
         request: ApprovalRequest,
     ) -> None:
         """Decide ``request`` inline through the run's handlers, or park the execution and defer."""
-        _within_tool_calls_limit(ctx)
-        call = held_call(ref.call_id, request)
-        metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
-        if self._is_agent_tool(request):
-            await self._call_agent_tool(ctx, ref, execution, request, call, metadata)
-            return
-        await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
-        try:
-            denied = await dispatch_held_call(
-                ctx, request, call, metadata, description=self._describe(executor, request)
+        with ref.calls.deciding(request):  # let on by before_call, unless it began in another run
+            call = held_call(ref.call_id, request)
+            metadata = request_metadata(
+                request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id
             )
-        except ApprovalRequired:
-            self._park(ref, execution, request)
-            raise ApprovalRequired(metadata=metadata) from None
-        except _REJECTING_ERRORS as error:
-            denied_reason: str | None = _error_message(error)
-        else:
-            denied_reason = denied.message if denied is not None else None
-        await self._finish(ctx, request, denied_reason)
+            if self._is_agent_tool(request):
+                await self._call_agent_tool(ctx, ref, execution, request, call, metadata)
+                return
+            await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
+            try:
+                denied = await dispatch_held_call(
+                    ctx, request, call, metadata, description=self._describe(executor, request)
+                )
+            except ApprovalRequired:
+                self._park(ref, execution, request)
+                raise ApprovalRequired(metadata=metadata) from None
+            except _REJECTING_ERRORS as error:
+                denied_reason: str | None = _error_message(error)
+            else:
+                denied_reason = denied.message if denied is not None else None
+            await self._finish(ctx, request, denied_reason)
 
     async def _answer_deferred(
         self,
@@ -264,21 +277,21 @@ class CodeRunner:
         if decision == "reject":
             await self._finish(ctx, request, str(answer.get("reason") or DEFAULT_REJECT_REASON))
             return
-        _within_tool_calls_limit(ctx)
         arguments = answer.get("arguments")
         if isinstance(arguments, dict):
             call = ToolCallPart(call.tool_name, dict(arguments), tool_call_id=call.tool_call_id)
-        if self._is_agent_tool(request):
-            await self._call_agent_tool(ctx, ref, execution, request, call, metadata, approved=True)
-            return
-        try:
-            denied = await dispatch_held_call(
-                ctx, request, call, metadata, description=self._describe(executor, request), approved=True
-            )
-        except _REJECTING_ERRORS as error:
-            await self._finish(ctx, request, _error_message(error))
-        else:
-            await self._finish(ctx, request, denied.message if denied is not None else None)
+        with ref.calls.deciding(request):
+            if self._is_agent_tool(request):
+                await self._call_agent_tool(ctx, ref, execution, request, call, metadata, approved=True)
+                return
+            try:
+                denied = await dispatch_held_call(
+                    ctx, request, call, metadata, description=self._describe(executor, request), approved=True
+                )
+            except _REJECTING_ERRORS as error:
+                await self._finish(ctx, request, _error_message(error))
+            else:
+                await self._finish(ctx, request, denied.message if denied is not None else None)
 
     async def _finish(
         self, ctx: RunContext[Any], request: ApprovalRequest, denied_reason: str | None
@@ -482,15 +495,6 @@ class CodeRunner:
         if ctx.run_id is None:
             return 0
         return await self.cancel(FAILED_RUN_REASON, run_id=ctx.run_id)
-
-
-def _within_tool_calls_limit(ctx: RunContext[Any]) -> None:
-    """A held call is a tool call of the run, as is the ``execute_code`` call it is part of (counted
-    when it returns): past the run's ``tool_calls_limit`` it is neither asked nor sent, and the run
-    ends with ``UsageLimitExceeded``, as when a model asks for one tool call too many."""
-    limits = ctx.usage_limits
-    if limits is not None and limits.tool_calls_limit is not None:
-        limits.check_before_tool_call(dataclasses.replace(ctx.usage, tool_calls=ctx.usage.tool_calls + 2))
 
 
 def _last_response_index(messages: list[ModelMessage]) -> int | None:

@@ -100,7 +100,7 @@ async def test_streamed_runs_and_live_events(idle_executor: CodeExecutor) -> Non
         for event in events
         if not isinstance(event, OutputChunk)
     ]
-    assert kinds == ["approval:test.add", "approval:test.echo", "ExecutionResult"]
+    assert kinds == ["approval:test.add", "ToolCall", "approval:test.echo", "ToolCall", "ExecutionResult"]
     printed = "".join(event.text for event in events if isinstance(event, OutputChunk))
     assert printed == "before\n3\nafter\n"
 

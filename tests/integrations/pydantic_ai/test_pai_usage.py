@@ -1,15 +1,37 @@
-"""Usage: each MCP call the code sends is a tool call of the run, and ``UsageLimits(tool_calls_limit=)``
-stops the call that would pass the limit (not the model's next tool call, after the fact)."""
+"""Usage: each tool call the code makes is a tool call of the run (held or let through by the
+approval policy), ``execute_code`` itself is none, as for a native agent making the same calls
+through PydanticAI's own MCP toolset; ``UsageLimits(tool_calls_limit=)`` stops the call that would
+pass the limit before it reaches the MCP server."""
 
 from __future__ import annotations
 
-import pytest
-from pai_kit import ScriptedModel
-from pydantic_ai import Agent, DeferredToolRequests, UsageLimitExceeded, UsageLimits
-from pydantic_ai.capabilities import HandleDeferredToolCalls
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from ipybox_core import CodeExecutor
+import pytest
+from fastmcp.client import Client
+from fastmcp.client.transports import StdioTransport
+from pai_kit import ScriptedModel
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelMessage,
+    ModelResponse,
+    RunUsage,
+    TextPart,
+    ToolCallPart,
+    ToolDenied,
+    UsageLimitExceeded,
+    UsageLimits,
+)
+from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_integrations.pydantic_ai import CodeAction
+from servers import PYTHON, SERVE_SCRIPT
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
@@ -19,6 +41,7 @@ TWO_CALLS = (
     "second = count(tag='usage-second')\n"
     "print(first, second)"
 )
+COUNTS = "from mcptools.test import count\nprint(count(tag='usage-first'), count(tag='usage-second'))"
 
 
 def approving_agent(executor: CodeExecutor, code: str) -> Agent[None, object]:
@@ -32,20 +55,114 @@ def approving_agent(executor: CodeExecutor, code: str) -> Agent[None, object]:
     )
 
 
-async def test_each_sent_call_counts_as_a_tool_call(executor: CodeExecutor) -> None:
+def rejecting_second_agent(executor: CodeExecutor, code: str) -> Agent[None, object]:
+    def decide(_: object, requests: DeferredToolRequests) -> DeferredToolResults:
+        results = requests.build_results(approve_all=True)
+        for call in requests.approvals:
+            if call.args_as_dict().get("tag") == "usage-second":
+                results.approvals[call.tool_call_id] = ToolDenied("not this one")
+        return results
+
+    return Agent(
+        ScriptedModel([code]).model,
+        capabilities=[CodeAction(executor), HandleDeferredToolCalls(handler=decide)],
+        output_type=[str, DeferredToolRequests],
+    )
+
+
+async def native_usage(tags: list[str]) -> RunUsage:
+    """The usage of a native agent that calls the test MCP server's ``count`` once per tag (one
+    model response with the calls, then the answer), through PydanticAI's own MCP toolset."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("count", {"tag": tag}, tool_call_id=f"native_{i}")
+                    for i, tag in enumerate(tags)
+                ]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    toolset = MCPToolset(Client(StdioTransport(PYTHON, [str(SERVE_SCRIPT), "stdio"])), id="native_mcp")
+    agent = Agent(FunctionModel(respond), toolsets=[toolset])
+    async with agent:
+        return (await agent.run("go")).usage
+
+
+def same_usage(ours: RunUsage, native: RunUsage) -> None:
+    """Compared where a scripted model makes them comparable (its token counts are estimates of
+    different messages)."""
+    assert (ours.requests, ours.tool_calls) == (native.requests, native.tool_calls)
+
+
+@contextmanager
+def allowing_count(executor: CodeExecutor) -> Iterator[None]:
+    """The executor's policy lets ``test.count`` through without asking."""
+    before = executor.approval
+    executor.approval = ApprovalRules(allow=["test.count"])
+    try:
+        yield
+    finally:
+        executor.approval = before
+
+
+async def server_counts(executor: CodeExecutor) -> list[int]:
+    """The MCP server's counters of the two tags (each read adds one)."""
+    return [int(n) for n in (await executor.execute(COUNTS, approve_all=True)).text.split()]
+
+
+async def test_approved_calls_count_as_a_native_agents_calls(executor: CodeExecutor) -> None:
     result = await approving_agent(executor, TWO_CALLS).run("go")
     assert str(result.output).startswith("done: ")
-    assert result.usage.tool_calls == 3  # execute_code and the two MCP calls it made
+    assert result.usage.tool_calls == 2  # the two MCP calls; execute_code itself is none
+    same_usage(result.usage, await native_usage(["native-first", "native-second"]))
 
 
-async def test_the_call_past_the_tool_calls_limit_is_not_sent_and_the_run_says_why(
+async def test_calls_the_policy_lets_through_count_as_a_native_agents_calls(executor: CodeExecutor) -> None:
+    with allowing_count(executor):
+        result = await approving_agent(executor, TWO_CALLS).run("go")
+    assert str(result.output).startswith("done: ")
+    assert result.usage.tool_calls == 2
+    same_usage(result.usage, await native_usage(["native-first", "native-second"]))
+
+
+async def test_a_rejected_call_is_not_counted(executor: CodeExecutor) -> None:
+    code = TWO_CALLS.replace(
+        "second = count(tag='usage-second')",
+        "try:\n    second = count(tag='usage-second')\nexcept PermissionError:\n    second = 'no'",
+    )
+    result = await rejecting_second_agent(executor, code).run("go")
+    assert str(result.output).startswith("done: ")
+    assert result.usage.tool_calls == 1  # as a native agent's denied call, which never runs
+
+
+async def check_limit_stops_the_second_call(executor: CodeExecutor) -> None:
+    before = await server_counts(executor)
+    with pytest.raises(UsageLimitExceeded, match="tool_calls_limit of 1"):
+        await approving_agent(executor, TWO_CALLS).run("go", usage_limits=UsageLimits(tool_calls_limit=1))
+    assert not executor.busy  # the execution was stopped where the limit was reached
+    after = await server_counts(executor)
+    # the first call (within the limit) ran; the second never reached the server
+    assert [a - b for a, b in zip(after, before, strict=True)] == [2, 1]
+
+
+async def test_the_held_call_past_the_tool_calls_limit_is_not_sent_and_the_run_says_why(
     executor: CodeExecutor,
 ) -> None:
-    counts = "from mcptools.test import count\nprint(count(tag='usage-first'), count(tag='usage-second'))"
-    before = (await executor.execute(counts, approve_all=True)).text.split()
-    with pytest.raises(UsageLimitExceeded, match="tool_calls_limit of 2"):
-        await approving_agent(executor, TWO_CALLS).run("go", usage_limits=UsageLimits(tool_calls_limit=2))
-    assert not executor.busy  # the execution was stopped where the limit was reached
-    after = (await executor.execute(counts, approve_all=True)).text.split()
-    # the first call (within the limit) ran; the second never reached the server
-    assert [int(a) - int(b) for a, b in zip(after, before, strict=True)] == [2, 1]
+    await check_limit_stops_the_second_call(executor)
+
+
+async def test_the_allowed_call_past_the_tool_calls_limit_is_not_sent_and_the_run_says_why(
+    executor: CodeExecutor,
+) -> None:
+    with allowing_count(executor):
+        await check_limit_stops_the_second_call(executor)
+
+
+async def test_calls_within_the_limit_all_run(executor: CodeExecutor) -> None:
+    with allowing_count(executor):
+        result = await approving_agent(executor, TWO_CALLS).run(
+            "go", usage_limits=UsageLimits(tool_calls_limit=2)
+        )
+    assert result.usage.tool_calls == 2  # execute_code takes no part of the limit
