@@ -7,6 +7,7 @@ config a user would write) and does what an application would do: register the s
 list its tools) and call a tool. For an ``auth/`` scenario the config says ``"auth"``, and the
 application's authorization step is :func:`authorize`: the suite's authorization server redirects
 at once, so following the authorization URL (as a browser would) yields the redirect to answer with.
+An upstream question (elicitation) is answered by :func:`elicit` with the schema's defaults.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import httpx2
 
 from ipybox_core.mcp import McpRegistry
+from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
 from ipybox_core.mcp.oauth import AuthorizationRequest
 from ipybox_core.mcp.oauth_store import MemoryTokenStore
 
@@ -63,13 +65,22 @@ async def authorize(request: AuthorizationRequest) -> str:
     return str(response.url.join(location))
 
 
+async def elicit(request: ElicitationRequest) -> ElicitationAnswer:
+    """Accept every question with nothing filled in: ipybox completes the answer with the defaults."""
+    return ElicitationAnswer.accept()
+
+
 async def main(url: str, scenario: str, context: dict[str, Any]) -> None:
     config: dict[str, Any] = {"url": url}
     auth = auth_config(scenario, context)
     if auth is not None:
         config["auth"] = auth
     async with McpRegistry(
-        connect_timeout=20, call_timeout=20, authorize=authorize, token_store=MemoryTokenStore()
+        connect_timeout=20,
+        call_timeout=20,
+        authorize=authorize,
+        token_store=MemoryTokenStore(),
+        elicit=elicit,
     ) as registry:
         tools = await registry.add("conformance", config)
         print(f"{scenario}: {len(tools)} tools: {', '.join(tool.name for tool in tools)}")

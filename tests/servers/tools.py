@@ -19,7 +19,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, Image
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, ToolAnnotations
+from mcp.types import INVALID_PARAMS, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -47,6 +47,14 @@ class LineItem(BaseModel):
     sku: str
     qty: int = Field(default=1, ge=1)
     unit_price: float = 0.0
+
+
+class OrderForm(BaseModel):
+    """The form ``confirm_order`` asks the user to fill in (every field has a default)."""
+
+    quantity: int = Field(default=1, ge=1, le=10)
+    gift: bool = False
+    shipping: Literal["standard", "express"] = "standard"
 
 
 class OrderSummary(BaseModel):
@@ -234,5 +242,37 @@ def build_server(name: str = "ipybox-test") -> MCPServer:
         """Write a message to stderr and kill the server process immediately."""
         os.write(2, f"{message}\n".encode())
         os._exit(code)
+
+    @mcp.tool()
+    async def confirm_order(item: str, ctx: Context) -> str:
+        """Ask the user (elicitation, a form with defaults) how many of ``item`` to order."""
+        answer = await ctx.elicit(f"How many {item} should I order?", OrderForm)
+        if answer.action != "accept":
+            return f"order {answer.action}d"
+        form = answer.data
+        return f"ordered {form.quantity} x {item} ({'gift' if form.gift else 'no gift'}, {form.shipping})"
+
+    @mcp.tool()
+    async def summarize(text: str, ctx: Context) -> str:
+        """Ask the client's LLM (sampling) for a one-line summary of ``text``."""
+        result = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50
+        )
+        content = result.content
+        return f"{result.model}: {content.text if isinstance(content, TextContent) else content}"
+
+    @mcp.tool()
+    async def client_roots(ctx: Context) -> list[str]:
+        """The roots the client answers ``roots/list`` with (their URIs)."""
+        return [str(root.uri) for root in (await ctx.session.list_roots()).roots]
+
+    @mcp.tool()
+    async def chatty(lines: int = 3, ctx: Context | None = None) -> str:
+        """Send ``lines`` log messages and as many progress notifications, then answer."""
+        assert ctx is not None
+        for index in range(lines):
+            await ctx.info(f"step {index + 1} of {lines}")
+            await ctx.report_progress(index + 1, lines, f"step {index + 1}")
+        return "done"
 
     return mcp

@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -55,7 +55,9 @@ from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
 from ipybox_core.toolserver import ToolServer
 
 if TYPE_CHECKING:
+    from ipybox_core.mcp.elicitation import Elicit
     from ipybox_core.mcp.oauth import Authorize
+    from ipybox_core.mcp.sampling import Sample
 
 DEFAULT_TIMEOUT = 120.0
 ABANDONED_AFTER = "abandoned: nobody decided this call within {delay:g} s (the executor's abandon_after)"
@@ -117,6 +119,8 @@ class CodeExecutor:
     what the kernel needs to run. Servers with ``"auth": "oauth"`` are authorized on the host:
     ``mcp_authorize`` answers their :class:`~ipybox_core.mcp.oauth.AuthorizationRequest` (a URL for a
     user to open), ``mcp_token_store`` keeps their tokens (default: the user's state directory).
+    A server's own requests during a call go to ``mcp_elicit`` (questions for the user), ``mcp_sample``
+    (LLM completions) and ``mcp_roots`` (default: the workspace); see :class:`McpRegistry`.
 
     ``kernel_gateway`` (a URL, with ``gateway_token``, or a :class:`GatewayConfig`) runs the kernel on
     a Jupyter Kernel Gateway / Enterprise Gateway instead of locally; the tool server then listens on
@@ -166,6 +170,9 @@ class CodeExecutor:
         shared_tools: SharedTools | None = None,
         mcp_authorize: Authorize | None = None,
         mcp_token_store: TokenStore | None = None,
+        mcp_elicit: Elicit | None = None,
+        mcp_sample: Sample | None = None,
+        mcp_roots: Sequence[str | os.PathLike[str]] | None = None,
     ) -> None:
         self._owned_workspace: weakref.finalize[Any, Any] | None = None
         if workspace is None:
@@ -202,6 +209,9 @@ class CodeExecutor:
             environ=mcp_env,
             authorize=mcp_authorize,
             token_store=mcp_token_store,
+            elicit=mcp_elicit,
+            sample=mcp_sample,
+            roots=[Path(root) for root in mcp_roots] if mcp_roots is not None else [self.workspace],
         )
         self._initial_servers = mcp_servers
         self._approve_shell = approve_shell

@@ -22,7 +22,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -46,10 +46,13 @@ from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._schema_import import import_jsonschema, import_jsonschema_in_background
 from ipybox_core.mcp._transports import HttpAuth, open_transport
+from ipybox_core.mcp._upstream import UpstreamRequests
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
+from ipybox_core.mcp.elicitation import Elicit
 from ipybox_core.mcp.oauth import Authorize, AuthState, build_provider, failure_line
 from ipybox_core.mcp.oauth_store import FileTokenStore, TokenStore
 from ipybox_core.mcp.results import ToolCallResult, is_over_limit, result_too_large, to_tool_call_result
+from ipybox_core.mcp.sampling import Sample
 from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolInfo
 
 __all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "McpConnection"]
@@ -120,7 +123,8 @@ class McpConnection:
 
     Use :meth:`connect` (or just :meth:`call`), and :meth:`aclose` when done; no server process
     outlives :meth:`aclose`. ``connect_timeout``/``call_timeout`` are defaults that the server's
-    config overrides.
+    config overrides. ``elicit``, ``sample`` and ``roots`` answer the server's own requests (see
+    :class:`~ipybox_core.mcp.registry.McpRegistry`).
     """
 
     def __init__(
@@ -133,8 +137,12 @@ class McpConnection:
         log_dir: Path | None = None,
         authorize: Authorize | None = None,
         token_store: TokenStore | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
+        roots: Sequence[str | Path] | None = None,
     ) -> None:
         self.name = name
+        self._upstream = UpstreamRequests(name, elicit=elicit, sample=sample, roots=roots)
         self.config = config
         self._auth_state = AuthState()
         self._http = self._http_auth(authorize, token_store)
@@ -378,7 +386,13 @@ class McpConnection:
                     strict_stdout=isinstance(self.config, StdioServerConfig),
                     max_message_bytes=self.config.max_result_bytes,
                 )
-                client = Client(transport, mode=self.config.protocol, cache=None, client_info=_client_info())
+                client = Client(
+                    transport,
+                    mode=self.config.protocol,
+                    cache=None,
+                    client_info=_client_info(),
+                    **self._upstream.client_options(),
+                )
                 async with client:
                     transport.protocol_version = client.protocol_version
                     tools = await list_all_tools(client, server=self.name)
@@ -481,8 +495,13 @@ class McpConnection:
         self._auth_state.failure = None
         raw: CallToolResult | None = None
         try:
-            with scope:
-                raw = await client.call_tool(tool, dict(arguments or {}), read_timeout_seconds=limit)
+            with scope, self._upstream.calling(tool):
+                raw = await client.call_tool(
+                    tool,
+                    dict(arguments or {}),
+                    read_timeout_seconds=limit,
+                    progress_callback=self._upstream.on_progress,
+                )
         except MCPError as exc:
             if is_over_limit(exc.message):  # refused by the SSE reader or by the lenient transport
                 raise result_too_large(self.name, tool, self.config.max_result_bytes) from exc
@@ -507,7 +526,8 @@ class McpConnection:
             raise await self._lost_error(session, tool)
         result = to_tool_call_result(raw, server=self.name, tool=info)
         notice, session.notice = session.notice, None
-        return dataclasses.replace(result, notices=(notice,)) if notice else result
+        notices = ((notice,) if notice else ()) + self._upstream.take_notices()
+        return dataclasses.replace(result, notices=notices) if notices else result
 
     def _call_error(self, exc: MCPError, tool: str, limit: float) -> Exception:
         if exc.code == REQUEST_TIMEOUT:

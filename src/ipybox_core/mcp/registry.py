@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -17,9 +17,11 @@ from ipybox_core.mcp.types import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 
 if TYPE_CHECKING:  # the MCP client library takes most of a second to import: loaded on first connect
     from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.elicitation import Elicit
     from ipybox_core.mcp.oauth import Authorize
     from ipybox_core.mcp.oauth_store import TokenStore
     from ipybox_core.mcp.results import ToolCallResult
+    from ipybox_core.mcp.sampling import Sample
 
 
 class McpRegistry:
@@ -34,6 +36,13 @@ class McpRegistry:
     application's answer to an :class:`~ipybox_core.mcp.oauth.AuthorizationRequest` (open the URL,
     return the URL the browser came back to), ``token_store`` keeps tokens on the host (default: a
     :class:`~ipybox_core.mcp.oauth_store.FileTokenStore` under the user's state directory).
+
+    What a server asks of its client during a tool call goes to the application: ``elicit`` answers
+    an :class:`~ipybox_core.mcp.elicitation.ElicitationRequest` (a form for the user; without it,
+    questions are declined and the calling code is told why), ``sample`` a
+    :class:`~ipybox_core.mcp.sampling.SamplingRequest` (an LLM completion; without it, refused with
+    an error naming this option); ``roots/list`` is answered with ``roots`` (paths or ``file://``
+    URIs; default: none).
     """
 
     def __init__(
@@ -45,8 +54,14 @@ class McpRegistry:
         log_dir: Path | None = None,
         authorize: Authorize | None = None,
         token_store: TokenStore | None = None,
+        elicit: Elicit | None = None,
+        sample: Sample | None = None,
+        roots: Sequence[str | Path] | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
+        self.elicit = elicit
+        self.sample = sample
+        self.roots = roots
         self.authorize = authorize
         self.token_store = token_store
         self.call_timeout = call_timeout
@@ -109,6 +124,9 @@ class McpRegistry:
             log_dir=self.log_dir,
             authorize=self.authorize,
             token_store=self.token_store,
+            elicit=self.elicit,
+            sample=self.sample,
+            roots=self.roots,
         )
         try:
             tools = await connection.connect()
