@@ -26,8 +26,9 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolInputGuardrailData, ToolOutputGuardrailData
 from pydantic import TypeAdapter
 
-from ipybox_core.errors import ConfigError, ToolError
+from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
+from ipybox_integrations._agent_tools import check_selection, pick
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[FunctionTool], bool] | None"
 """Which of the agent's function tools the code can call: ``None`` (default: all, none over an
@@ -36,11 +37,6 @@ ipybox service), ``True`` (all), ``False`` (none), tool names, or a predicate.""
 ToolApproval: TypeAlias = "bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]"
 """A ``FunctionTool.needs_approval``."""
 
-REMOTE_MESSAGE = (
-    "agent_tools= needs an in-process executor (CodeExecutor or Sessions): over RemoteSessions (an "
-    "ipybox service) the agent's own tools cannot be called from the code yet; leave agent_tools out"
-)
-
 _calls = itertools.count(1)
 
 
@@ -48,9 +44,7 @@ class AgentTools:
     """The agent's function tools the code calls, registered as host tools of the executor."""
 
     def __init__(self, selection: AgentToolSelection, *, hosts: bool, exclude: Callable[[Any], bool]) -> None:
-        if selection not in (None, False) and not hosts:
-            raise ConfigError(REMOTE_MESSAGE)
-        self._selection = False if selection is None and not hosts else selection
+        self._selection = check_selection(selection, hosts=hosts)
         self._exclude = exclude
         self._signature: tuple[tuple[str, int], ...] | None = None
         self._approvals: dict[str, ToolApproval] = {}
@@ -63,13 +57,7 @@ class AgentTools:
         tools = [
             t for t in getattr(agent, "tools", ()) if isinstance(t, FunctionTool) and not self._exclude(t)
         ]
-        selection = self._selection
-        if selection is None or selection is True:
-            return tools
-        if callable(selection):
-            return [tool for tool in tools if selection(tool)]
-        names = set(selection)
-        return [tool for tool in tools if tool.name in names]
+        return pick(tools, self._selection, lambda tool: tool.name)
 
     async def sync(self, source: Any, agent: Any) -> bool:
         """Register ``agent``'s selected tools with ``source`` if they changed; True when they did."""

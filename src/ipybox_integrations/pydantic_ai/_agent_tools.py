@@ -34,20 +34,16 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import to_jsonable_python
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ApprovalError, ConfigError, ToolError
+from ipybox_core.errors import ApprovalError, ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
+from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[ToolDefinition], bool] | None"
 """Which of the agent's tools the code can call: ``None`` (default: all, none over an ipybox
 service), ``True`` (all), ``False`` (none), tool names, or a predicate on the ``ToolDefinition``."""
 
-REMOTE_MESSAGE = (
-    "agent_tools= needs an in-process executor (CodeExecutor or Sessions): over RemoteSessions (an "
-    "ipybox service) the agent's own tools cannot be called from the code yet; leave agent_tools out"
-)
 NOT_RUNNING_MESSAGE = "the agent's tool {name!r} can only be called while the agent runs execute_code"
 UNAVAILABLE_MESSAGE = "the agent's tool {name!r} is not available at this step of the run"
-NO_APPROVAL = "tool:no-approval"
 """``decided_by`` (audit log) of an agent tool call the tool's own settings let through unasked."""
 DEFAULT_CALL_TIMEOUT = 60.0
 """Bound of one call of a tool without its own ``timeout`` (ipybox's default ``call_timeout``)."""
@@ -71,9 +67,7 @@ class AgentTools:
     """The agent's tools the code calls: selected per run step, registered as host tools."""
 
     def __init__(self, selection: AgentToolSelection, *, hosts: bool) -> None:
-        if selection not in (None, False) and not hosts:
-            raise ConfigError(REMOTE_MESSAGE)
-        self._selection = False if selection is None and not hosts else selection
+        self._selection = check_selection(selection, hosts=hosts)
         self._syncing = asyncio.Lock()
         self.results = HeldResults()
 
@@ -82,14 +76,12 @@ class AgentTools:
         manager = ctx.tool_manager
         if self._selection is False or manager is None or manager.tools is None:
             return {}
-        tools = {name: tool for name, tool in manager.tools.items() if exposable(tool.tool_def)}
+        tools = [tool for tool in manager.tools.values() if exposable(tool.tool_def)]
         selection = self._selection
-        if selection is None or selection is True:
-            return tools
-        if callable(selection):
-            return {name: tool for name, tool in tools.items() if selection(tool.tool_def)}
-        names = set(selection)
-        return {name: tool for name, tool in tools.items() if name in names}
+        if callable(selection):  # a predicate over ToolDefinitions
+            tools = [tool for tool in tools if selection(tool.tool_def)]
+            selection = True
+        return {tool.tool_def.name: tool for tool in pick(tools, selection, lambda tool: tool.tool_def.name)}
 
     def tool(self, ctx: RunContext[Any], name: str) -> ToolsetTool[Any] | None:
         """The selected tool ``name`` of ``ctx``'s run step (``None``: not one now)."""

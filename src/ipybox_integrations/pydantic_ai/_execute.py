@@ -51,6 +51,7 @@ from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied,
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
 from ipybox_core.suspended import MOVED_ON
+from ipybox_integrations._agent_tools import NO_APPROVAL
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
@@ -65,13 +66,12 @@ from ipybox_integrations._session import (
     with_notes,
 )
 from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._agent_tools import (
-    NO_APPROVAL,
     AgentTools,
     denied_message,
     dispatch_agent_tool_call,
 )
-from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai._usage import CodeCalls, not_a_tool_call
 from ipybox_integrations.pydantic_ai.approvals import (
@@ -184,7 +184,9 @@ class CodeRunner:
             if started is None:
                 return with_notes(notes, BUSY_MESSAGE)
             execution = started
-        ref = CallRef(conversation, call_id, ctx.run_id, CodeCalls(ctx))
+        ref = CallRef(
+            conversation, call_id, ctx.run_id, CodeCalls(ctx, lambda call: self._is_own_tool(ctx, call))
+        )
         execution.before_call = ref.calls.before_call
         if self.agent_tools is not None:  # the agent tools this execution's code calls run in this run
             self.agent_tools.bind(executor, ctx)
@@ -310,6 +312,13 @@ class CodeRunner:
 
     def _is_agent_tool(self, request: ApprovalRequest) -> bool:
         return self.agent_tools is not None and request.kind == "mcp" and request.server == HOST_SERVER
+
+    def _is_own_tool(self, ctx: RunContext[Any], call: ToolCall) -> bool:
+        """One of the agent's own tools (it runs in a ``ToolManager`` of the run, which counts it)."""
+        tools = self.agent_tools
+        return (
+            self._is_agent_tool(call.request) and tools is not None and tools.tool(ctx, call.tool) is not None
+        )
 
     async def _call_agent_tool(
         self,
