@@ -339,8 +339,9 @@ class IpyboxService:
         only: Collection[str] | None = None,
         keep: Collection[str] = (),
     ) -> int:
-        """Cancel the executions of session ``key`` parked for an approval round (those whose call
-        id is in ``only`` if given; never those in ``keep``); returns how many."""
+        """Cancel the executions of session ``key`` parked for an approval round, and those the
+        approvals inbox answered that still run (those whose call id is in ``only`` if given; never
+        those in ``keep``); an answered outcome nobody took yet is dropped. Returns how many."""
 
         def chosen_call(session: str | None, call: str | None) -> bool:
             return session == key and (only is None or call in only) and call not in keep
