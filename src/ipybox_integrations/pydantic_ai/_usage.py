@@ -4,17 +4,18 @@ would pass the limit before it is sent.
 
 A native agent that makes the same calls through PydanticAI's own tools counts each call that runs
 (a denied one is not run, so not counted) and checks the limit before the calls run. Here a call
-the run decides (a held MCP call, an agent tool asked about) runs through a one-tool ``ToolManager``,
-which counts it as PydanticAI counts any tool; a call the executor's approval policy lets through
-unasked never reaches the run, so it is counted from its :class:`~ipybox_core.executor.ToolCall`
-event. The limit is checked in the executor's gate (``Execution.before_call``), before the policy
-or anyone decides the call, counting the calls that were let on and are not counted yet.
+the run decides (a held MCP call, any call of the agent's own tools) runs through a one-tool
+``ToolManager``, which counts it as PydanticAI counts any tool; an MCP call the executor's approval
+policy lets through unasked never reaches the run, so it is counted from its
+:class:`~ipybox_core.executor.ToolCall` event. The limit is checked in the executor's gate
+(``Execution.before_call``), before the policy or anyone decides the call, counting the calls that
+were let on and are not counted yet.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,8 +29,9 @@ from ipybox_core.executor import ToolCall
 class CodeCalls:
     """The tool calls of one ``execute_code`` call's code, counted and limited in ``ctx``'s run."""
 
-    def __init__(self, ctx: RunContext[Any]) -> None:
+    def __init__(self, ctx: RunContext[Any], runs_in_the_run: Callable[[ToolCall], bool]) -> None:
         self.ctx = ctx
+        self._runs_in_the_run = runs_in_the_run  # the agent's own tools: a ToolManager counts them
         self._uncounted: set[str] = set()  # let on, not counted yet (ids of their requests)
         self._exceeded: UsageLimitExceeded | None = None
 
@@ -69,7 +71,7 @@ class CodeCalls:
     def finished(self, call: ToolCall) -> None:
         """Count a call the policy let through; end the run at a call the limit refused."""
         self.counted(call.request)
-        if call.sent and call.by_policy:
+        if call.sent and call.by_policy and not self._runs_in_the_run(call):
             self.ctx.usage.tool_calls += 1
         elif call.decided_by == BEFORE_CALL_DECIDER and self._exceeded is not None:
             raise self._exceeded

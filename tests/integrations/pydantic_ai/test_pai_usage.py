@@ -6,7 +6,7 @@ pass the limit before it reaches the MCP server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 from fastmcp.client import Client
@@ -97,14 +97,25 @@ def same_usage(ours: RunUsage, native: RunUsage) -> None:
 
 
 @contextmanager
-def allowing_count(executor: CodeExecutor) -> Iterator[None]:
-    """The executor's policy lets ``test.count`` through without asking."""
+def policy(executor: CodeExecutor, rules: ApprovalRules | None) -> Iterator[None]:
+    """The executor's policy is ``rules`` for a while (``None``: unchanged, every call asks)."""
     before = executor.approval
-    executor.approval = ApprovalRules(allow=["test.count"])
+    if rules is not None:
+        executor.approval = rules
     try:
         yield
     finally:
         executor.approval = before
+
+
+def allowing_count(executor: CodeExecutor) -> AbstractContextManager[None]:
+    """The executor's policy lets ``test.count`` through without asking."""
+    return policy(executor, ApprovalRules(allow=["test.count"]))
+
+
+AGENT_TOOL_POLICIES = pytest.mark.parametrize(
+    "rules", [None, ApprovalRules(allow=["agent_tools.*"])], ids=["held", "allowed"]
+)
 
 
 async def server_counts(executor: CodeExecutor) -> list[int]:
@@ -166,3 +177,56 @@ async def test_calls_within_the_limit_all_run(executor: CodeExecutor) -> None:
             "go", usage_limits=UsageLimits(tool_calls_limit=2)
         )
     assert result.usage.tool_calls == 2  # execute_code takes no part of the limit
+
+
+DOUBLES = "from agent_tools import double\nprint(double(x=2), double(x=3))"
+
+
+def doubling_agent(ran: list[int], model: FunctionModel) -> Agent[None, object]:
+    """An agent whose own tool ``double`` records each run."""
+    agent: Agent[None, object] = Agent(model, output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def double(x: int) -> int:
+        """Twice ``x``."""
+        ran.append(x)
+        return 2 * x
+
+    return agent
+
+
+async def native_doubles_usage() -> RunUsage:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[ToolCallPart("double", {"x": x}, tool_call_id=f"d{x}") for x in (2, 3)]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    return (await doubling_agent([], FunctionModel(respond)).run("go")).usage
+
+
+@AGENT_TOOL_POLICIES
+async def test_the_agents_own_tools_count_as_a_native_agents_calls(
+    executor: CodeExecutor, rules: ApprovalRules | None
+) -> None:
+    ran: list[int] = []
+    agent = doubling_agent(ran, ScriptedModel([DOUBLES]).model)
+    with policy(executor, rules):
+        result = await agent.run("go", capabilities=[CodeAction(executor)])
+    assert str(result.output).startswith("done: 4 6")
+    assert ran == [2, 3]
+    same_usage(result.usage, await native_doubles_usage())
+
+
+@AGENT_TOOL_POLICIES
+async def test_the_agents_tool_call_past_the_limit_does_not_run(
+    executor: CodeExecutor, rules: ApprovalRules | None
+) -> None:
+    ran: list[int] = []
+    agent = doubling_agent(ran, ScriptedModel([DOUBLES]).model)
+    limits = UsageLimits(tool_calls_limit=1)
+    with policy(executor, rules), pytest.raises(UsageLimitExceeded, match="tool_calls_limit of 1"):
+        await agent.run("go", capabilities=[CodeAction(executor)], usage_limits=limits)
+    assert ran == [2]
+    assert not executor.busy
