@@ -316,3 +316,27 @@ async def test_the_inbox_approves_with_edited_arguments_and_the_audit_log_keeps_
         edited,
         "client:editor",
     )
+
+
+async def test_moving_on_after_an_inbox_answer_cancels_what_the_answer_started(
+    service: Service, conversation: str
+) -> None:
+    count = f"count(tag={conversation!r})"
+    code = f"from mcptools.test import count\nfirst = {count}\nprint('counts', first, {count})"
+    async with (
+        RemoteSessions(service.url, token=TOKEN, client_name="asker") as asker,
+        RemoteSessions(service.url, token=TOKEN, client_name="ops") as ops,
+    ):
+        executor = (await asker.session(conversation)).executor
+        first = await executor.stream(code, call_id="c8").next_stop()
+        assert isinstance(first, ApprovalRequest)
+        await ops.answer_approval(first.id, approve=True)
+        listed = await ops.waiting_approvals(conversation)
+        while not listed or listed[0].id == first.id:  # the code goes on to its second call
+            listed = await ops.waiting_approvals(conversation)
+        assert await executor.cancel_waiting(reason="the user moved on") == 1  # the conversation moved on
+        assert await ops.waiting_approvals(conversation) == []
+        assert await executor.reattach("c8") is None
+        after = await executor.execute(f"from mcptools.test import count\nprint({count})", approve_all=True)
+        assert after.text.strip() == "2"  # the first call ran once, the second never
+    assert audit(service, listed[0].id) == [("count", False, "moved-on")]
