@@ -22,6 +22,7 @@ from pydantic_ai import (
     TextPart,
     ToolCallPart,
     ToolDenied,
+    ToolReturnPart,
     UsageLimitExceeded,
     UsageLimits,
 )
@@ -230,3 +231,47 @@ async def test_the_agents_tool_call_past_the_limit_does_not_run(
         await agent.run("go", capabilities=[CodeAction(executor)], usage_limits=limits)
     assert ran == [2]
     assert not executor.busy
+
+
+ONE_CALL = "from mcptools.test import count\nprint(count(tag='usage-first'))"
+
+
+async def deferred_then_approved(agent: Agent[None, object]) -> tuple[RunUsage, RunUsage]:
+    """The usage of the run that defers the call, then of the run that approves it."""
+    first = await agent.run("go")
+    assert isinstance(first.output, DeferredToolRequests)
+    second = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=first.output.build_results(approve_all=True),
+    )
+    assert isinstance(second.output, str)
+    return first.usage, second.usage
+
+
+async def test_a_deferred_call_counts_in_the_run_that_approves_it_as_a_native_one(
+    executor: CodeExecutor,
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(part, ToolReturnPart) for message in messages for part in message.parts):
+            return ModelResponse(
+                parts=[ToolCallPart("count", {"tag": "native-first"}, tool_call_id="native")]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    toolset = MCPToolset(Client(StdioTransport(PYTHON, [str(SERVE_SCRIPT), "stdio"])), id="native_mcp")
+    native = Agent(
+        FunctionModel(respond),
+        toolsets=[toolset.approval_required()],
+        output_type=[str, DeferredToolRequests],
+    )
+    async with native:
+        native_usages = await deferred_then_approved(native)
+    ours = Agent(
+        ScriptedModel([ONE_CALL]).model,
+        capabilities=[CodeAction(executor)],
+        output_type=[str, DeferredToolRequests],
+    )
+    our_usages = await deferred_then_approved(ours)
+    for usage, native_usage_of_run in zip(our_usages, native_usages, strict=True):
+        same_usage(usage, native_usage_of_run)
+    assert [usage.tool_calls for usage in our_usages] == [0, 1]
