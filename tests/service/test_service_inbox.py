@@ -97,7 +97,10 @@ def test_an_approval_asked_through_a_worker_is_listed_and_approved_from_the_comm
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     approved = approvals(service, "approve", approval_id[:8], "--client-name", "ops", token_file=token)
-    assert (approved.returncode, approved.stderr.strip()) == (0, f"approved {approval_id[:8]}")
+    assert (approved.returncode, approved.stderr.strip()) == (
+        0,
+        f"approved test.count in {conversation} call call-1 ({approval_id[:8]}, asked by worker-hold)",
+    )
     assert approvals(service, "list", "--conversation", conversation).stdout == ""
     # the worker still waits on its own request: picking the call up gets what the inbox's answer did
     assert finish(process, "reattach") == ["result count 1", "decided client:ops"]
@@ -162,7 +165,8 @@ async def test_two_answers_at_once_one_wins_and_the_other_names_it(
         )
         [lost] = [answer for answer in answers if isinstance(answer, BaseException)]
         assert isinstance(lost, ApprovalError), lost
-        winner = "alice" if answers[0] is None else "bob"
+        winner = "alice" if not isinstance(answers[0], BaseException) else "bob"
+        assert {answer.id for answer in answers if not isinstance(answer, BaseException)} == {request.id}
         assert lost.decided_by == f"client:{winner}" and f"already answered by client:{winner}" in str(lost)
         late = approvals(service, "approve", request.id)
         assert late.returncode == 3

@@ -100,8 +100,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     approving = args.action == "approve"
     arguments = _arguments(args.arguments) if approving else None
     reason = None if approving else args.reason
-    asyncio.run(_answer(sessions, args.id, approve=approving, reason=reason, arguments=arguments))
-    console.info(f"{'approved' if approving else 'rejected'} {args.id}")
+    answered = asyncio.run(_answer(sessions, args.id, approve=approving, reason=reason, arguments=arguments))
+    call = f" call {answered.call_id}" if answered.call_id else ""
+    asked = f", asked by {answered.asked_by}" if answered.asked_by else ""
+    verb = "approved" if approving else "rejected"
+    console.info(f"{verb} {answered.name} in {answered.conversation}{call} ({answered.id[:8]}{asked})")
     return EXIT_OK
 
 
@@ -188,6 +191,8 @@ async def _answer(
     approve: bool,
     reason: str | None,
     arguments: dict[str, Any] | None,
-) -> None:
+) -> WaitingApproval:
     async with sessions:
-        await sessions.answer_approval(approval_id, approve=approve, reason=reason, arguments=arguments)
+        return await sessions.answer_approval(
+            approval_id, approve=approve, reason=reason, arguments=arguments
+        )

@@ -203,6 +203,12 @@ class ServiceConnection:
 
     async def call_tool(self, session: str, name: str, arguments: Mapping[str, Any]) -> str:
         """Call one of the service's other tools for ``session``; returns its text."""
+        result = await self.tool_result(session, name, arguments)
+        return "\n".join(getattr(block, "text", "") for block in result.content)
+
+    async def tool_result(self, session: str, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
+        """Call one of the service's other tools for ``session``; returns its result (an error
+        result raises: the ipybox error it carries, else :class:`ServiceError`)."""
         meta = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         try:
             result = await self._run(
@@ -219,7 +225,7 @@ class ServiceConnection:
             if failure is not None:  # an ipybox error as data: its own exception
                 raise protocol.decode_error(failure, text)
             raise ServiceError(f"the ipybox service refused {name}: {text}")
-        return text
+        return result
 
     async def waiting_approvals(self, conversation: str | None = None) -> list[protocol.WaitingApproval]:
         """The approvals inbox: what waits in the service (in ``conversation`` only, if given)."""
@@ -238,14 +244,16 @@ class ServiceConnection:
         approve: bool,
         reason: str | None = None,
         arguments: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Decide the waiting approval ``approval_id`` from the inbox (as ``client:<name>``)."""
+    ) -> protocol.WaitingApproval:
+        """Decide the waiting approval ``approval_id`` from the inbox (as ``client:<name>``);
+        returns it as it was listed."""
         data: dict[str, Any] = {"approval_id": approval_id, "approve": approve}
         if reason is not None:
             data["reason"] = reason[:2000]
         if arguments is not None:
             data["arguments"] = dict(arguments)
-        await self.call_tool(INBOX_SESSION, "answer_approval", data)
+        result = await self.tool_result(INBOX_SESSION, "answer_approval", data)
+        return protocol.waiting_from_data(protocol.meta_value(result.meta, protocol.APPROVAL))
 
 
 class _Unreachable(Exception):

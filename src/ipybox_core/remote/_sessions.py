@@ -142,9 +142,10 @@ class RemoteSessions:
         approve: bool,
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
-    ) -> None:
-        """Answer the waiting approval ``approval_id`` (a :class:`WaitingApproval`'s ``id``): run the
-        call (``approve``, optionally with edited ``arguments``) or reject it with ``reason``.
+    ) -> WaitingApproval:
+        """Answer the waiting approval ``approval_id`` (a :class:`WaitingApproval`'s ``id``, or its
+        first 8 or more characters): run the call (``approve``, optionally with edited
+        ``arguments``) or reject it with ``reason``. Returns the approval as it was listed.
 
         The service audits it as ``client:<client_name>`` and continues the execution at once; the
         conversation gets the outcome when it next resumes the call (``reattach``), or as the answer
@@ -159,6 +160,6 @@ class RemoteSessions:
         """
         if not self._open:
             await self.start()
-        await self._connection.answer_approval(
+        return await self._connection.answer_approval(
             approval_id, approve=approve, reason=reason, arguments=arguments
         )
