@@ -29,9 +29,11 @@ from ipybox_core.mcp.types import ToolAnnotations, ToolInfo
 if TYPE_CHECKING:
     from ipybox_core.mcp._lenient import McpCompatibilityWarning
     from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
     from ipybox_core.mcp.oauth import AuthorizationRequest
     from ipybox_core.mcp.oauth_loopback import LoopbackRedirect, browser_authorize
     from ipybox_core.mcp.results import ToolCallResult
+    from ipybox_core.mcp.sampling import SamplingRequest
 
 # These import the MCP client library (most of a second): loaded on first use, not with the package.
 _LAZY = {
@@ -39,12 +41,17 @@ _LAZY = {
     "McpConnection": "ipybox_core.mcp.connection",
     "ToolCallResult": "ipybox_core.mcp.results",
     "AuthorizationRequest": "ipybox_core.mcp.oauth",
+    "ElicitationAnswer": "ipybox_core.mcp.elicitation",
+    "ElicitationRequest": "ipybox_core.mcp.elicitation",
+    "SamplingRequest": "ipybox_core.mcp.sampling",
     "LoopbackRedirect": "ipybox_core.mcp.oauth_loopback",
     "browser_authorize": "ipybox_core.mcp.oauth_loopback",
 }
 
 __all__ = [
     "AuthorizationRequest",
+    "ElicitationAnswer",
+    "ElicitationRequest",
     "FileTokenStore",
     "HttpServerConfig",
     "LoopbackRedirect",
@@ -54,6 +61,7 @@ __all__ = [
     "McpServerConfig",
     "MemoryTokenStore",
     "OAuthConfig",
+    "SamplingRequest",
     "SseServerConfig",
     "StdioServerConfig",
     "TokenStore",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,10 @@ async def test_content_that_breaks_the_schema_is_refused_clearly(
         "try:\n    confirm_order(item='tea')\nexcept ToolError as e:\n    print('refused:', e)\n"
     )
     text = await run(executor, code)
-    assert "refused:" in text
-    assert "the application's answer does not match the requested schema: quantity: 99 is greater" in text
+    assert (
+        f"refused: MCP server {server!r}: tool 'confirm_order' failed with JSON-RPC error -32602: ipybox: the "
+        "application's answer does not match the requested schema: quantity: 99 is greater than the maximum of 10"
+    ) in text
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -165,3 +168,18 @@ async def test_configured_roots(tmp_path: Path) -> None:
         await registry.add("shop", STDIO)
         roots: Any = (await registry.call("shop", "client_roots")).structured
         assert roots == {"result": [tmp_path.resolve().as_uri(), "file:///srv/data"]}
+
+
+async def test_example_answers_a_question_and_a_sampling_request() -> None:
+    from example_runner import documented, run_example
+
+    done = await asyncio.to_thread(run_example, "upstream_requests.py")
+    lines = done.stdout.strip().splitlines()
+    assert lines == [
+        "checkout.checkout asks: Order b-101? (defaults: {'quantity': 1, 'shipping': 'standard'})",
+        "ordered 2 x b-101, standard shipping",
+        "b-101: a fine choice.",
+        "ipybox: [mcp:checkout] info: checking stock of b-101",
+        "ipybox: [mcp:checkout] progress 1/1: order placed",
+    ]
+    documented("api_generation.md", *lines)
