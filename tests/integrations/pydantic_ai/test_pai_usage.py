@@ -275,3 +275,30 @@ async def test_a_deferred_call_counts_in_the_run_that_approves_it_as_a_native_on
     for usage, native_usage_of_run in zip(our_usages, native_usages, strict=True):
         same_usage(usage, native_usage_of_run)
     assert [usage.tool_calls for usage in our_usages] == [0, 1]
+
+
+PARALLEL_CALLS = (
+    "import threading\n"
+    "from mcptools.test import count\n"
+    "start = threading.Barrier(3)\n"
+    "def call():\n"
+    "    start.wait()\n"
+    "    try:\n"
+    "        count(tag='usage-parallel')\n"
+    "    except PermissionError:\n"
+    "        pass\n"
+    "threads = [threading.Thread(target=call) for _ in range(3)]\n"
+    "for thread in threads: thread.start()\n"
+    "for thread in threads: thread.join()\n"
+)
+
+
+async def test_calls_made_at_once_never_pass_the_limit(executor: CodeExecutor) -> None:
+    read = "from mcptools.test import count\nprint(count(tag='usage-parallel'))"
+    before = int((await executor.execute(read, approve_all=True)).text)
+    with allowing_count(executor), pytest.raises(UsageLimitExceeded, match="tool_calls_limit of 2"):
+        await approving_agent(executor, PARALLEL_CALLS).run(
+            "go", usage_limits=UsageLimits(tool_calls_limit=2)
+        )
+    after = int((await executor.execute(read, approve_all=True)).text)
+    assert after - before - 1 <= 2  # the calls let on while others were still running count too
