@@ -166,6 +166,8 @@ UNFINISHED_MESSAGE = (
 """Told for a call left without a result in the history when new input came."""
 CANCELLED_BY_APP = "the application cancelled it"
 """The reason of an execution cancelled without one (``Execution.cancel()``)."""
+MOVED_ON = "abandoned: the conversation went on without a decision for this call"
+"""Why an execution that waits for a decision is cancelled when its conversation moves on."""
 KERNEL_DIED_TEXT = (
     "Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
 )

@@ -31,7 +31,7 @@ def test_the_adapters_never_branch_on_a_concrete_executor() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module in (
                 "ipybox_core.remote",
-                "ipybox_core.suspended",
+                "ipybox_core.mcp_server._suspended",
             ):
                 offenders += [f"{path.name}: imports {a.name}" for a in node.names if a.name in CONCRETE]
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":

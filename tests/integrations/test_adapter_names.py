@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ipybox_core import CodeExecutor
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER
+from ipybox_core.executor.executor import DEFAULT_ABANDON_AFTER
 from ipybox_integrations.langchain import CodeActionMiddleware
 from ipybox_integrations.openai_agents import CodeActionTool
 from ipybox_integrations.pydantic_ai import CodeAction

@@ -50,8 +50,8 @@ from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp.oauth_store import TokenStore
+from ipybox_core.protocol import MOVED_ON
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
-from ipybox_core.suspended import DEFAULT_ABANDON_AFTER, MOVED_ON
 from ipybox_core.toolserver import ToolServer
 
 if TYPE_CHECKING:
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from ipybox_core.mcp.sampling import Sample
 
 DEFAULT_TIMEOUT = 120.0
+DEFAULT_ABANDON_AFTER = 900.0
+"""The in-process backstop for an unanswered approval (:attr:`CodeExecutor.abandon_after`)."""
 ABANDONED_AFTER = "abandoned: nobody decided this call within {delay:g} s (the executor's abandon_after)"
 DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds an MCP call may take by default (half the execution timeout when that is shorter)."""

@@ -29,9 +29,9 @@ from ipybox_core.mcp_server import inbox
 from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
+from ipybox_core.mcp_server._suspended import SuspendedExecution
 from ipybox_core.mcp_server.approvals import Approver, answer_of, apply_answer
 from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedCall
-from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution, ExecutionResult

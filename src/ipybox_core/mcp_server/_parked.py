@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ipybox_core.approval.request import CONVERSATION_MOVED_ON, TIMEOUT, ApprovalDecision
 from ipybox_core.errors import ApprovalError
-from ipybox_core.suspended import ContextT, SuspendedExecution, SuspendedExecutions
+from ipybox_core.mcp_server._suspended import ContextT, SuspendedExecution, SuspendedExecutions
 
 if TYPE_CHECKING:
     from ipybox_core.executor import Execution

@@ -10,7 +10,7 @@ code. How the question travels depends on the protocol version the client negoti
 - from 2026-07-28 (``Client(mode="auto")``, the 2.x SDK's default): servers cannot send requests
   to the client (``NoBackChannelError``). Instead the ``tools/call`` returns an
   ``InputRequiredResult`` carrying the elicitation; the execution stays parked while the client
-  asks the user and retries the call with the answer (:class:`~ipybox_core.suspended.SuspendedExecutions`).
+  asks the user and retries the call with the answer (``_suspended.SuspendedExecutions``).
   The official client does this by itself when it has an ``elicitation_callback``.
 
 Without elicitation support in the client, calls are rejected with a message that says how to

@@ -28,8 +28,8 @@ from ipybox_core.mcp_server.approvals import Answer, apply_answer
 
 if TYPE_CHECKING:
     from ipybox_core.executor import Execution
+    from ipybox_core.mcp_server._suspended import SuspendedExecution
     from ipybox_core.mcp_server.service import IpyboxService, ParkedCall
-    from ipybox_core.suspended import SuspendedExecution
 
 Round = CallToolResult | InputRequiredResult
 NAMED = "named:"

@@ -33,7 +33,7 @@ from ipybox_core.mcp_server.auth import TOKEN_ENV, BearerAuth, HostCheck, allowe
 from ipybox_core.mcp_server.health import HealthEndpoints
 from ipybox_core.mcp_server.packages import install_requirements
 from ipybox_core.mcp_server.service import DEFAULT_SESSION, ClientSession, IpyboxService, first_line
-from ipybox_core.suspended import MOVED_ON
+from ipybox_core.protocol import MOVED_ON
 
 SERVER_NAME = "ipybox"
 SESSION_HEADER = "Ipybox-Session"

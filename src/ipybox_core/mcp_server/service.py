@@ -35,12 +35,12 @@ from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp_server._parked import ParkedExecutions
+from ipybox_core.mcp_server._suspended import SuspendedExecution
 from ipybox_core.mcp_server.environment import Environment, load_environment
 from ipybox_core.mcp_server.health import Readiness
 from ipybox_core.mcp_server.inbox import AnsweredCall, AnsweredCalls
 from ipybox_core.mcp_server.settings import McpServerSettings
 from ipybox_core.sandbox.policy import resolve_sandbox
-from ipybox_core.suspended import SuspendedExecution
 
 if TYPE_CHECKING:
     from ipybox_core.codegen import GeneratedPackage

@@ -17,8 +17,8 @@ from ipybox_core.errors import CodeError, ExecutorBusy
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit
 from ipybox_core.executor.executor import run_to_end
+from ipybox_core.protocol import MOVED_ON
 from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
-from ipybox_core.suspended import MOVED_ON
 
 
 class RemoteExecutor:

@@ -50,7 +50,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError, ToolError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
-from ipybox_core.suspended import MOVED_ON
+from ipybox_core.protocol import MOVED_ON
 from ipybox_integrations._agent_tools import NO_APPROVAL
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,

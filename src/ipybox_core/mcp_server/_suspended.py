@@ -1,10 +1,8 @@
-"""Executions parked while a decision is collected outside of the call that started them.
+"""Executions the service parks while a client collects a decision between two rounds.
 
-An adapter runs ``execute_code`` as an :class:`~ipybox_core.executor.Execution` and walks its
-events. When an MCP call needs a decision that the caller must take *after* the current call
-returns (a PydanticAI deferred approval, a LangGraph interrupt, an Agents SDK interruption, an MCP
-``InputRequiredResult`` round), the execution is parked here under the caller's own key and picked
-up again when the caller comes back with the decision.
+``execute_code`` over MCP returns an ``InputRequiredResult`` when an MCP call needs a decision; the
+execution waits here under its client's key until the client comes back with the answer (from any
+process), or until its timer, a move-on or the service's shutdown cancels it.
 """
 
 from __future__ import annotations
@@ -27,11 +25,8 @@ ContextT = TypeVar("ContextT", default=None)
 """What the parker needs again on resume (e.g. the output limit of the original call)."""
 
 ABANDONED = "the suspended execution was abandoned"
-MOVED_ON = "abandoned: the conversation went on without a decision for this call"
-"""Why a parked execution is cancelled when its conversation moves on (a new turn, a new run)."""
 DEFAULT_ABANDON_AFTER = 900.0
-"""The backstop: an execution parked this long (15 minutes) is cancelled. Adapters cancel a parked
-execution at once when its conversation moves on; the timer only catches one that never comes back."""
+"""The default timer of an execution parked for a decision (the service sets its own)."""
 
 
 @dataclass

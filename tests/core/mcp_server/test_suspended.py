@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.executor.executor_kit import STDIO_SERVER
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult
-from ipybox_core.suspended import SuspendedExecutions
+from ipybox_core.mcp_server._suspended import SuspendedExecutions
 
 
 async def test_parked_execution_is_taken_with_its_context_or_cancelled_when_abandoned(tmp_path: Path) -> None:
