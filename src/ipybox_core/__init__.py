@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         ExecutionResult,
         OutputChunk,
         RegisteredServer,
+        ToolCall,
     )
     from ipybox_core.hosttools import HostCall, HostTool
     from ipybox_core.kernel.gateway import GatewayConfig
@@ -98,6 +99,7 @@ _EXPORTS = {
         "ExecutionResult",
         "OutputChunk",
         "RegisteredServer",
+        "ToolCall",
     ],
     "ipybox_core.hosttools": ["HostCall", "HostTool"],
     "ipybox_core.kernel.gateway": ["GatewayConfig"],
@@ -150,6 +152,7 @@ __all__ = [
     "Session",
     "SessionLimitError",
     "Sessions",
+    "ToolCall",
     "ToolError",
     "UnknownToolError",
     "approval_question",

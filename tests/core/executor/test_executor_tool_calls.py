@@ -9,8 +9,15 @@ import pytest
 import pytest_asyncio
 from executor_kit import STDIO_SERVER
 
-from ipybox_core import ApprovalRequest, ApprovalRules, CodeExecutor, ExecutionResult, HostCall, HostTool
-from ipybox_core.executor import ToolCall
+from ipybox_core import (
+    ApprovalRequest,
+    ApprovalRules,
+    CodeExecutor,
+    ExecutionResult,
+    HostCall,
+    HostTool,
+    ToolCall,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
