@@ -26,6 +26,7 @@ from ipybox_core._http_limits import ListenerLimits, descriptor_budget_limits, p
 from ipybox_core._http_listener import HttpListener
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp_server import _execute, inbox
+from ipybox_core.mcp_server._protocol_errors import SpecErrorsServer
 from ipybox_core.mcp_server._results import error_result, failure_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
 from ipybox_core.mcp_server.approvals import INPUT_REQUIRED_VERSION, Answer, Approver
@@ -69,7 +70,7 @@ def build_server(service: IpyboxService, *, inbox_tools: bool = False) -> MCPSer
     ``inbox_tools``: with the approvals inbox's (``list_approvals``, ``answer_approval``), for
     ``ipybox serve``, where application processes share the service."""
     ttl = service.settings.approval_timeout + 60.0
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = SpecErrorsServer(
         SERVER_NAME,
         version=_version(),
         instructions=INSTRUCTIONS,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp_server_kit import (
     DISPLAY_PNG,
     PNG_SIGNATURE,
@@ -28,6 +29,7 @@ from mcp_server_kit import (
     text_of,
     wait_gone,
 )
+from mcp_types import INVALID_PARAMS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -184,3 +186,19 @@ async def test_closing_the_client_stops_the_kernel_and_every_mcp_server(session:
     assert len(tree) >= 3, tree
     await session.actor.__aexit__(None, None, None)
     assert await wait_gone(tree) == set()
+
+
+async def test_an_unknown_tool_or_prompt_is_a_protocol_error_with_the_invalid_params_code(
+    session: Session,
+) -> None:
+    """The codes the specification names (-32602), not an ``isError`` result or code 0."""
+    with pytest.raises(MCPError) as tool:
+        await session.client.call_tool("no_such_tool", {})
+    assert (tool.value.code, tool.value.error.message) == (INVALID_PARAMS, "Unknown tool: no_such_tool")
+    with pytest.raises(MCPError) as prompt:
+        await session.client.get_prompt("no_such_prompt")
+    assert (prompt.value.code, prompt.value.error.message) == (
+        INVALID_PARAMS,
+        "Unknown prompt: no_such_prompt",
+    )
+    assert not (await session.client.call_tool("list_mcp_servers", {})).is_error  # a known one still works
