@@ -302,3 +302,11 @@ async def test_calls_made_at_once_never_pass_the_limit(executor: CodeExecutor) -
         )
     after = int((await executor.execute(read, approve_all=True)).text)
     assert after - before - 1 <= 2  # the calls let on while others were still running count too
+
+
+async def test_a_run_at_its_limit_gets_no_further_execute_code(executor: CodeExecutor) -> None:
+    model = ScriptedModel([TWO_CALLS, "print('never runs')"])
+    agent = Agent(model.model, capabilities=[CodeAction(executor)], output_type=[str, DeferredToolRequests])
+    with allowing_count(executor), pytest.raises(UsageLimitExceeded, match="tool_calls_limit of 2"):
+        await agent.run("go", usage_limits=UsageLimits(tool_calls_limit=2))
+    assert model.calls == 2  # PydanticAI refused the second execute_code before it ran, as a native call
