@@ -23,7 +23,7 @@ from ipybox_core.errors import ConfigError
 from ipybox_core.mcp._placeholders import PlaceholderFiller
 from ipybox_core.mcp.oauth_config import OAuthConfig
 
-Protocol = Literal["legacy", "auto"]
+Protocol = Literal["fallback", "legacy", "auto"]
 
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
 """The largest message (a tool result, as JSON) an MCP server may send, on every transport."""
@@ -43,9 +43,11 @@ class McpServerConfig(BaseModel):
     max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, gt=0)
     """The largest message (a tool result, as JSON) the server may send; a larger result fails the
     call with a :class:`~ipybox_core.errors.ToolError` naming this setting (the connection stays)."""
-    protocol: Protocol = "legacy"
-    """``"legacy"``: the ``initialize`` handshake (fast with every server). ``"auto"``: probe the
-    2026-07-28 ``server/discover`` first (a server that ignores the probe costs 10 s)."""
+    protocol: Protocol = "fallback"
+    """``"fallback"``: the ``initialize`` handshake, and the 2026-07-28 ``server/discover`` when the
+    server refuses ``initialize`` (a 2026-07-28-only server; a stdio server is started again).
+    ``"legacy"``: ``initialize`` only. ``"auto"``: probe ``server/discover`` first (a server that
+    ignores the probe costs 10 s)."""
 
     _template: tuple[str, ...] | None = PrivateAttr(default=None)
     """The config's command line or URL before placeholders were filled (for :meth:`describe`)."""

@@ -30,7 +30,14 @@ from typing import Any, TextIO
 
 import anyio
 from mcp import Client, MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation
+from mcp.types import (
+    CONNECTION_CLOSED,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    CallToolResult,
+    Implementation,
+)
 from pydantic import ValidationError
 
 from ipybox_core.errors import (
@@ -83,6 +90,14 @@ def _describe(exc: BaseException) -> str:
         return f"MCP error {exc.code}: {exc.message}"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _refuses_handshake(exc: BaseException) -> bool:
+    """Whether the server answered ``initialize`` with an error (a 2026-07-28-only server)."""
+    return any(
+        isinstance(leaf, MCPError) and leaf.code in (UNSUPPORTED_PROTOCOL_VERSION, METHOD_NOT_FOUND)
+        for leaf in _leaves(exc)
+    )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -155,6 +170,9 @@ class McpConnection:
         self._lock = asyncio.Lock()
         self._actors: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._modern = False
+        self.protocol_version: str | None = None
+        """The protocol version the last connection negotiated."""
         self.last_connect_seconds: float | None = None
         """How long the last successful connect (including the tool listing) took."""
 
@@ -376,31 +394,25 @@ class McpConnection:
         transport: LenientTransport | None = None
         try:
             with session.abort:
-                inner = open_transport(
-                    self.config, errlog=errlog, connect_timeout=self.connect_timeout, http=self._http
-                )
-                transport = LenientTransport(
-                    inner,
-                    server=self.name,
-                    on_closed=lambda: session.end("the server closed the connection"),
-                    strict_stdout=isinstance(self.config, StdioServerConfig),
-                    max_message_bytes=self.config.max_result_bytes,
-                )
-                client = Client(
-                    transport,
-                    mode=self.config.protocol,
-                    cache=None,
-                    client_info=_client_info(),
-                    **self._upstream.client_options(),
-                )
-                async with client:
-                    transport.protocol_version = client.protocol_version
-                    tools = await list_all_tools(client, server=self.name)
-                    session.client = client
-                    if session.ready.done():  # the connect attempt was given up meanwhile
-                        return
-                    session.ready.set_result(tools)
-                    await session.stop.wait()
+                modes = self._modes()
+                for attempt, mode in enumerate(modes, 1):
+                    transport = LenientTransport(
+                        open_transport(
+                            self.config, errlog=errlog, connect_timeout=self.connect_timeout, http=self._http
+                        ),
+                        server=self.name,
+                        on_closed=lambda: session.end("the server closed the connection"),
+                        strict_stdout=isinstance(self.config, StdioServerConfig),
+                        max_message_bytes=self.config.max_result_bytes,
+                    )
+                    try:
+                        await self._hold(session, transport, mode)
+                        break
+                    except Exception as exc:
+                        if attempt == len(modes) or session.ready.done() or not _refuses_handshake(exc):
+                            raise
+                        _log.info("MCP server %r refused initialize: connecting with 2026-07-28", self.name)
+                        session.stop, session.end_reason = anyio.Event(), None  # the refusal closed it
         except BaseException as exc:
             task = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling():
@@ -434,6 +446,29 @@ class McpConnection:
                 )
             if errlog is not None:
                 errlog.close()
+
+    def _modes(self) -> list[str]:
+        """The handshakes to try in turn (``"fallback"``: ``initialize``, then 2026-07-28)."""
+        if self.config.protocol != "fallback":
+            return [self.config.protocol]
+        if self._modern:  # this server refused initialize before: no second refusal per connect
+            return ["auto"]
+        return ["legacy", "auto"]
+
+    async def _hold(self, session: _Session, transport: LenientTransport, mode: str) -> None:
+        """Connect in ``mode``, list the tools, then hold the connection until told to stop."""
+        client = Client(
+            transport, mode=mode, cache=None, client_info=_client_info(), **self._upstream.client_options()
+        )
+        async with client:
+            transport.protocol_version = self.protocol_version = client.protocol_version
+            self._modern = mode != "legacy" and client.protocol_version.startswith("2026")
+            tools = await list_all_tools(client, server=self.name)
+            session.client = client
+            if session.ready.done():  # the connect attempt was given up meanwhile
+                return
+            session.ready.set_result(tools)
+            await session.stop.wait()
 
     async def _finish(self, session: _Session, reason: str = "closed by the application") -> None:
         """Close ``session`` gracefully; abort it if closing takes longer than :data:`CLOSE_GRACE`."""

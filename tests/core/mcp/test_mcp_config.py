@@ -30,7 +30,7 @@ def test_stdio_config_from_claude_desktop_dict() -> None:
         {"A": "1"},
         "/srv",
     )
-    assert config.protocol == "legacy"
+    assert config.protocol == "fallback"
     assert config.connect_timeout is None and config.call_timeout is None
 
 
