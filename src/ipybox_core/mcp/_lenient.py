@@ -32,7 +32,12 @@ from mcp.client._transport import ReadStream, Transport, TransportStreams, Write
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
 from mcp_types.methods import parse_server_result
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    KNOWN_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import ValidationError
 
 from ipybox_core.mcp.results import over_limit_message
@@ -325,6 +330,10 @@ class LenientTransport:
         if not isinstance(message, JSONRPCResponse) or not isinstance(message.result, dict):
             return item
         method = self.methods.pop(str(message.id), None)
+        if "resultType" not in message.result and (
+            method == "server/discover" or self.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):  # 2026-07-28: an absent resultType means "complete"; the SDK's models require it
+            message.result["resultType"] = "complete"
         if method == "tools/call" and self._over_limit(message.result):
             assert self._max_message_bytes is not None
             error = ErrorData(code=INTERNAL_ERROR, message=over_limit_message(self._max_message_bytes))

@@ -39,3 +39,11 @@ async def test_default_config_does_not_probe_a_server_that_ignores_unknown_metho
     async with McpRegistry(connect_timeout=8) as registry:
         await registry.add("old", server)
         assert registry.connection("old").protocol_version != "2026-07-28"
+
+
+async def test_a_2026_result_without_result_type_is_complete() -> None:
+    server = {**MODERN_ONLY, "args": [*MODERN_ONLY["args"], "--no-result-type"]}
+    async with McpRegistry(connect_timeout=60, call_timeout=30) as registry:
+        await registry.add("modern", server)
+        assert (await registry.call("modern", "add", {"a": 1, "b": 2})).text == "3"
+        assert (await registry.call("modern", "stats", {"values": [1, 2, 3]})).structured["mean"] == 2.0
