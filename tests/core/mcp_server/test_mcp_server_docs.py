@@ -12,11 +12,11 @@ DOC = Path(__file__).parents[3] / "docs" / "mcp_server.md"
 
 
 def example(heading: str) -> tuple[str, str]:
-    """The example file the ```python block after ``heading`` includes, and the ```text block that
-    shows its output."""
+    """The example file whose snippet the page shows after ``heading`` (``<!-- snippet: FILE:part -->``,
+    rendered by scripts/render_docs.py), and the ```text block that shows its output."""
     text = DOC.read_text()
     section = text[text.index(heading) :]
-    include = re.search(r'```python\n--8<-- "([^":]+)(?::[\w-]+)?"\n```', section)
+    include = re.search(r"<!-- snippet: ([^:\s]+)(?::[\w-]+)? -->.*?<!-- /snippet -->", section, re.DOTALL)
     assert include
     output = re.search(r"\n```text\n(.*?)```", section[include.end() :], re.DOTALL)
     assert output
