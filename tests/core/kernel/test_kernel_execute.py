@@ -271,7 +271,10 @@ async def test_huge_output_uses_bounded_memory(kernel: Kernel) -> None:
 
 
 async def test_second_concurrent_execution_is_refused(kernel: Kernel) -> None:
-    running = kernel.execute("print('running', flush=True)\nimport time; time.sleep(0.2)")
+    # one write: print() writes the text and the newline apart, which a loaded kernel may send apart
+    running = kernel.execute(
+        "import sys, time\nsys.stdout.write('running\\n'); sys.stdout.flush(); time.sleep(0.2)"
+    )
     first = await anext(running)
     assert first == StreamText("stdout", "running\n")
     with pytest.raises(ExecutorBusy):
