@@ -267,12 +267,14 @@ def build_server(name: str = "ipybox-test") -> MCPServer:
         return [str(root.uri) for root in (await ctx.session.list_roots()).roots]
 
     @mcp.tool()
-    async def chatty(lines: int = 3, ctx: Context | None = None) -> str:
-        """Send ``lines`` log messages and as many progress notifications, then answer."""
+    async def chatty(lines: int = 3, fail: bool = False, ctx: Context | None = None) -> str:
+        """Send ``lines`` log messages and as many progress notifications, then answer (or fail)."""
         assert ctx is not None
         for index in range(lines):
             await ctx.info(f"step {index + 1} of {lines}")
             await ctx.report_progress(index + 1, lines, f"step {index + 1}")
+        if fail:
+            raise ToolError("chatty failed after its messages")
         return "done"
 
     return mcp

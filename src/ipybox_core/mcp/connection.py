@@ -44,6 +44,7 @@ from ipybox_core.errors import (
     McpAuthorizationError,
     McpConnectionError,
     McpProtocolError,
+    McpServerError,
     McpTimeout,
     ToolError,
     UnknownToolError,
@@ -517,7 +518,23 @@ class McpConnection:
             McpConnectionError: the server could not be reached, or the connection was lost during
                 the call (the next call reconnects).
             McpProtocolError: the server answered with a malformed result.
+
+        The server's log and progress messages during the call are the result's ``notices`` (or
+        lines added to the error's message).
         """
+        try:
+            result = await self._call(tool, arguments, timeout)
+        except (ToolError, McpServerError) as exc:
+            notices = self._upstream.take_notices()
+            if notices and exc.args:  # what the server said before failing belongs to the failure
+                exc.args = ("\n".join((str(exc.args[0]), *notices)), *exc.args[1:])
+            raise
+        notices = result.notices + self._upstream.take_notices()
+        return dataclasses.replace(result, notices=notices) if notices else result
+
+    async def _call(
+        self, tool: str, arguments: Mapping[str, Any] | None, timeout: float | None
+    ) -> ToolCallResult:
         session = await self._live_session()
         info = self.tool(tool)
         limit = self.call_timeout if timeout is None else timeout
@@ -561,8 +578,7 @@ class McpConnection:
             raise await self._lost_error(session, tool)
         result = to_tool_call_result(raw, server=self.name, tool=info)
         notice, session.notice = session.notice, None
-        notices = ((notice,) if notice else ()) + self._upstream.take_notices()
-        return dataclasses.replace(result, notices=notices) if notices else result
+        return dataclasses.replace(result, notices=(notice,)) if notice else result
 
     def _call_error(self, exc: MCPError, tool: str, limit: float) -> Exception:
         if exc.code == REQUEST_TIMEOUT:

@@ -163,6 +163,19 @@ async def test_without_handlers_questions_are_declined_and_sampling_refused(http
         assert roots.structured == {"result": []}
 
 
+async def test_messages_of_a_failing_call_are_in_its_error_not_the_next_result(http_server_url: str) -> None:
+    async with McpRegistry(connect_timeout=60, call_timeout=30) as registry:
+        await registry.add("shop", {"url": http_server_url})
+        with pytest.raises(ToolError) as failed:
+            await registry.call("shop", "chatty", {"lines": 1, "fail": True})
+        assert str(failed.value).splitlines()[1:] == [
+            "[mcp:shop] info: step 1 of 1",
+            "[mcp:shop] progress 1/1: step 1",
+        ]
+        assert "chatty failed after its messages" in str(failed.value)
+        assert (await registry.call("shop", "chatty", {"lines": 0})).notices == ()
+
+
 async def test_configured_roots(tmp_path: Path) -> None:
     async with McpRegistry(connect_timeout=60, roots=[tmp_path, "file:///srv/data"]) as registry:
         await registry.add("shop", STDIO)
