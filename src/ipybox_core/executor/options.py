@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from ipybox_core.hosttools import HostTool
     from ipybox_core.kernel.gateway import GatewayConfig
     from ipybox_core.mcp import McpServerConfig
+    from ipybox_core.mcp.elicitation import Elicit
     from ipybox_core.mcp.oauth import Authorize
+    from ipybox_core.mcp.sampling import Sample
     from ipybox_core.mcp.oauth_store import TokenStore
     from ipybox_core.sandbox import SandboxPolicy
 
@@ -30,6 +32,9 @@ class ExecutorOptions(TypedDict, total=False):
     mcp_env: Mapping[str, str] | None
     mcp_authorize: Authorize | None
     mcp_token_store: TokenStore | None
+    mcp_elicit: Elicit | None
+    mcp_sample: Sample | None
+    mcp_roots: Sequence[str | os.PathLike[str]] | None
     timeout: float | None
     wall_timeout: float | None
     output_limit: int
