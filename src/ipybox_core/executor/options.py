@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from ipybox_core.mcp import McpServerConfig
     from ipybox_core.mcp.elicitation import Elicit
     from ipybox_core.mcp.oauth import Authorize
-    from ipybox_core.mcp.sampling import Sample
     from ipybox_core.mcp.oauth_store import TokenStore
+    from ipybox_core.mcp.sampling import Sample
     from ipybox_core.sandbox import SandboxPolicy
 
 
