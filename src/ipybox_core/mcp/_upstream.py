@@ -46,6 +46,8 @@ from ipybox_core.mcp.sampling import Sample, SamplingRequest, not_configured
 MAX_NOTICES = 20
 """Log and progress lines one call prints at most; a chatty server's further lines are counted."""
 MAX_NOTICE_CHARS = 500
+LOG_LEVEL = "info"
+"""The least severe log messages a 2026-07-28 server is asked to send (legacy servers choose)."""
 
 _log = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ class UpstreamRequests:
             "sampling_callback": self.on_sampling,
             "list_roots_callback": self.on_list_roots,
             "logging_callback": self.on_log,
+            "log_level": LOG_LEVEL,  # 2026-07-28 servers log only to a client that asks for a level
         }
 
     async def on_elicitation(

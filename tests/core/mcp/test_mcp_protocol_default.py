@@ -47,3 +47,10 @@ async def test_a_2026_result_without_result_type_is_complete() -> None:
         await registry.add("modern", server)
         assert (await registry.call("modern", "add", {"a": 1, "b": 2})).text == "3"
         assert (await registry.call("modern", "stats", {"values": [1, 2, 3]})).structured["mean"] == 2.0
+
+
+async def test_a_2026_server_is_asked_for_its_log_messages() -> None:
+    async with McpRegistry(connect_timeout=60, call_timeout=30) as registry:
+        await registry.add("modern", MODERN_ONLY)
+        result = await registry.call("modern", "chatty", {"lines": 1})
+        assert result.notices == ("[mcp:modern] info: step 1 of 1", "[mcp:modern] progress 1/1: step 1")
