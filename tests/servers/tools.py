@@ -244,9 +244,12 @@ def build_server(name: str = "ipybox-test") -> MCPServer:
         os._exit(code)
 
     @mcp.tool()
-    async def confirm_order(item: str, ctx: Context) -> str:
-        """Ask the user (elicitation, a form with defaults) how many of ``item`` to order."""
-        answer = await ctx.elicit(f"How many {item} should I order?", OrderForm)
+    async def confirm_order(item: str, ctx: Context, chatter: int = 0, note: str = "") -> str:
+        """Ask the user (elicitation, a form with defaults) how many of ``item`` to order (after
+        ``chatter`` log messages; ``note`` is added to the question)."""
+        for index in range(chatter):
+            await ctx.info(f"chatter {index + 1}")
+        answer = await ctx.elicit(f"How many {item} should I order?{note}", OrderForm)
         if answer.action != "accept":
             return f"order {answer.action}d"
         form = answer.data

@@ -86,13 +86,13 @@ class UpstreamRequests:
         """The tool being called, when all running calls are calls of one tool."""
         return self._calls[0] if self._calls and len(set(self._calls)) == 1 else None
 
-    def notice(self, line: str) -> None:
-        """A line for the code's stderr (bounded: a chatty server's extra lines are only counted)."""
-        if len(self._notices) >= MAX_NOTICES:
+    def notice(self, line: str, *, always: bool = False) -> None:
+        """A line for the code's stderr (bounded: a chatty server's extra lines are only counted,
+        unless the line is ipybox's own and ``always``)."""
+        if len(self._notices) >= MAX_NOTICES and not always:
             self._dropped += 1
             return
-        text = f"[mcp:{self.server}] {line}"
-        self._notices.append(text if len(text) <= MAX_NOTICE_CHARS else text[: MAX_NOTICE_CHARS - 3] + "...")
+        self._notices.append(f"[mcp:{self.server}] {_shortened(line, MAX_NOTICE_CHARS)}")
 
     def take_notices(self) -> tuple[str, ...]:
         """The notices gathered since the last call, for the result of the call that ends now."""
@@ -125,8 +125,10 @@ class UpstreamRequests:
             )
         if self.elicit is None:
             self.notice(
-                f"the server asked a question{during} ({params.message!r}) and it was declined: no "
-                "elicitation handler is configured (McpRegistry(elicit=...), CodeExecutor(mcp_elicit=...))"
+                f"the server asked a question{during} ({_shortened(params.message, 200)!r}) and it was "
+                "declined: no elicitation handler is configured (McpRegistry(elicit=...), "
+                "CodeExecutor(mcp_elicit=...))",
+                always=True,
             )
             return ElicitResult(action="decline")
         request = ElicitationRequest(
@@ -178,3 +180,7 @@ class UpstreamRequests:
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         amount = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
         self.notice(f"progress {amount}" + (f": {message}" if message else ""))
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -155,6 +155,14 @@ async def test_without_handlers_questions_are_declined_and_sampling_refused(http
             "no elicitation handler is configured (McpRegistry(elicit=...), CodeExecutor(mcp_elicit=...))"
             in notice
         )
+        chatty = await registry.call(
+            "shop", "confirm_order", {"item": "tea", "chatter": 30, "note": "!" * 1000}
+        )
+        assert chatty.text == "order declined"
+        assert len(chatty.notices) == MAX_NOTICES + 2  # the declined question is never left out
+        assert chatty.notices[-2].endswith(
+            "declined: no elicitation handler is configured (McpRegistry(elicit=...), CodeExecutor(mcp_elicit=...))"
+        )
         with pytest.raises(
             ToolError, match=r"sampling is not configured .*CodeExecutor\(mcp_sample=\.\.\.\)"
         ):
