@@ -256,6 +256,12 @@ def build_server(name: str = "ipybox-test") -> MCPServer:
         return f"ordered {form.quantity} x {item} ({'gift' if form.gift else 'no gift'}, {form.shipping})"
 
     @mcp.tool()
+    async def link_account(ctx: Context) -> str:
+        """Ask the user to open a URL (a URL-mode elicitation) and say whether they agreed."""
+        answer = await ctx.elicit_url("Link your account", "https://accounts.example/link?id=7", "link-7")
+        return f"link {answer.action}"
+
+    @mcp.tool()
     async def summarize(text: str, ctx: Context) -> str:
         """Ask the client's LLM (sampling) for a one-line summary of ``text``."""
         result = await ctx.session.create_message(

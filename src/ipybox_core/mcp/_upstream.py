@@ -119,10 +119,6 @@ class UpstreamRequests:
     ) -> ElicitResult | ErrorData:
         tool = self.current_tool()
         during = f" during {tool!r}" if tool else ""
-        if params.mode != "form":
-            return ErrorData(
-                code=INVALID_PARAMS, message="ipybox answers form-mode elicitations only (no URL mode)"
-            )
         if self.elicit is None:
             self.notice(
                 f"the server asked a question{during} ({_shortened(params.message, 200)!r}) and it was "
@@ -131,14 +127,19 @@ class UpstreamRequests:
                 always=True,
             )
             return ElicitResult(action="decline")
-        request = ElicitationRequest(
-            server=self.server, tool=tool, message=params.message, schema=params.requested_schema
-        )
+        if params.mode == "url":
+            request = ElicitationRequest(
+                server=self.server, tool=tool, message=params.message, schema={}, url=params.url
+            )
+        else:
+            request = ElicitationRequest(
+                server=self.server, tool=tool, message=params.message, schema=params.requested_schema
+            )
         try:
             answer = await self.elicit(request)
         except Exception as exc:  # the application's handler failed: the server gets an error
             return self._failed("elicit", exc)
-        if answer.action != "accept":
+        if answer.action != "accept" or params.mode == "url":  # URL mode: consent only, no content
             return ElicitResult(action=answer.action)
         try:
             content = complete_content(params.requested_schema, answer.content)

@@ -1,7 +1,8 @@
 """Questions an upstream MCP tool asks its user (``elicitation/create``), routed to the application.
 
 An MCP server may ask, in the middle of a tool call, for a small form to be filled in (form mode:
-a flat JSON schema of strings, numbers, booleans and enums, with defaults). ipybox hands the
+a flat JSON schema of strings, numbers, booleans and enums, with defaults), or for the user to open
+a URL for something that must not pass through the client (URL mode). ipybox hands the
 application an :class:`ElicitationRequest` through its ``elicit`` callback
 (``McpRegistry(elicit=...)``, ``CodeExecutor(mcp_elicit=...)``), which answers with an
 :class:`ElicitationAnswer`: accept with content, decline or cancel. Accepted content is completed
@@ -36,7 +37,10 @@ class ElicitationRequest:
     message: str
     """What the server says to the user."""
     schema: Mapping[str, Any]
-    """The requested JSON schema (an object of primitive properties)."""
+    """The requested JSON schema (an object of primitive properties); empty in URL mode."""
+    url: str | None = None
+    """URL mode: the page the user is asked to open (the answer says only whether they agreed;
+    nothing the user enters there passes through ipybox). ``None``: a form."""
 
     @property
     def defaults(self) -> dict[str, Any]:

@@ -119,6 +119,22 @@ async def test_content_that_breaks_the_schema_is_refused_clearly(
 
 
 @pytest.mark.parametrize("server", SERVERS)
+async def test_url_mode_question_asks_the_application_to_open_a_page(
+    executor: CodeExecutor, app: Application, server: str
+) -> None:
+    app.answer, app.questions[:] = ElicitationAnswer.accept(), []
+    text = await run(executor, f"from mcptools.{server} import link_account\nprint(link_account())")
+    assert "link accept" in text
+    (question,) = app.questions
+    assert (question.tool, question.message, question.url) == (
+        "link_account",
+        "Link your account",
+        "https://accounts.example/link?id=7",
+    )
+    assert question.schema == {} and question.defaults == {}
+
+
+@pytest.mark.parametrize("server", SERVERS)
 async def test_sampling_goes_to_the_application(
     executor: CodeExecutor, app: Application, server: str
 ) -> None:
