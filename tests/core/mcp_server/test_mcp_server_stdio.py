@@ -179,15 +179,6 @@ async def test_reset_clears_state_and_keeps_the_api(session: Session) -> None:
     assert text == "7"
 
 
-async def test_closing_the_client_stops_the_kernel_and_every_mcp_server(session: Session) -> None:
-    """Runs last (pytest keeps file order within a module fixture's parameter)."""
-    tree = server_tree(session.workspace)
-    # ipybox mcp, its kernel, the test MCP server (and whatever those started)
-    assert len(tree) >= 3, tree
-    await session.actor.__aexit__(None, None, None)
-    assert await wait_gone(tree) == set()
-
-
 async def test_an_unknown_tool_or_prompt_is_a_protocol_error_with_the_invalid_params_code(
     session: Session,
 ) -> None:
@@ -202,3 +193,12 @@ async def test_an_unknown_tool_or_prompt_is_a_protocol_error_with_the_invalid_pa
         "Unknown prompt: no_such_prompt",
     )
     assert not (await session.client.call_tool("list_mcp_servers", {})).is_error  # a known one still works
+
+
+async def test_closing_the_client_stops_the_kernel_and_every_mcp_server(session: Session) -> None:
+    """Runs last (pytest keeps file order within a module fixture's parameter)."""
+    tree = server_tree(session.workspace)
+    # ipybox mcp, its kernel, the test MCP server (and whatever those started)
+    assert len(tree) >= 3, tree
+    await session.actor.__aexit__(None, None, None)
+    assert await wait_gone(tree) == set()
