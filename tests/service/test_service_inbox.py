@@ -344,3 +344,49 @@ async def test_moving_on_after_an_inbox_answer_cancels_what_the_answer_started(
         after = await executor.execute(f"from mcptools.test import count\nprint({count})", approve_all=True)
         assert after.text.strip() == "2"  # the first call ran once, the second never
     assert audit(service, listed[0].id) == [("count", False, "moved-on")]
+
+
+async def test_a_langchain_thread_that_moves_on_after_an_inbox_answer_gets_the_calls_real_result(
+    service: Service,
+) -> None:
+    """The inbox approved the call and its code ran to the end in the service; the thread then gets new
+    input instead of a resume: the call's tool message is its result, not "did not run"."""
+    from langchain_core.messages import AIMessage, BaseMessage
+
+    from integrations.langchain.lc_kit import (
+        config,
+        make_agent,
+        only_interrupt,
+        text_of,
+        tool_call,
+        tool_messages,
+        user,
+    )
+    from ipybox_integrations.langchain import CodeActionMiddleware
+
+    thread = "lc-inbox-moves-on"
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        if sum(1 for message in messages if message.type == "human") == 1 and messages[-1].type == "human":
+            return AIMessage(content="", tool_calls=[tool_call(count_code(thread), "call_1")])
+        return AIMessage(content="done")
+
+    async with (
+        RemoteSessions(service.url, token=TOKEN, client_name="lc-worker") as sessions,
+        RemoteSessions(service.url, token=TOKEN, client_name=INBOX) as inbox,
+    ):
+        _, agent = make_agent([CodeActionMiddleware(sessions)], script)
+        only_interrupt(await agent.ainvoke(user("go"), config(thread), version="v2"))
+        (waiting,) = await inbox.waiting_approvals(conversation=thread)
+        await inbox.answer_approval(waiting.id, approve=True)
+        after = await agent.ainvoke(user("and now?"), config(thread), version="v2")
+    (result,) = tool_messages(after.value)
+    assert text_of(result).strip() == "count 1", text_of(result)
+    assert audit(service, waiting.id)[0][1:] == (True, f"client:{INBOX}")
+
+
+INBOX = "operator-inbox"
+
+
+def count_code(tag: str) -> str:
+    return f"from mcptools.test import count\nprint('count', count(tag={tag!r}))"

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 from ipybox_integrations._session import Conversations, SessionSource, cancel_waiting
 from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop
 from ipybox_integrations.langchain._agent_tools import AgentTools, AgentToolSelection
-from ipybox_integrations.langchain._history import close_abandoned_calls
+from ipybox_integrations.langchain._history import abandoned_calls, close_abandoned_calls, finished_results
 from ipybox_integrations.langchain._hitl import DecisionName, Describe, InterruptMode
 from ipybox_integrations.langchain._sessions import CANCELLED_REASON, thread_of
 from ipybox_integrations.langchain._settings import ApprovalCallback, ToolSettings
@@ -140,10 +140,13 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         # Runs for new input only, never when a run is resumed: whatever still waits here was
         # abandoned (in this process, or in the ipybox service). Its call gets a result saying so.
-        thread_id = thread_of()
+        thread_id, tool = thread_of(), self.tools[0].name
+        results = {}
         if thread_id:
+            calls = abandoned_calls(state["messages"], tool)
+            results = await finished_results(self._settings.source, thread_id, calls)
             await self._cancel_thread(thread_id, None)  # the executor's reason: the conversation moved on
-        return close_abandoned_calls(state["messages"], self.tools[0].name)
+        return close_abandoned_calls(state["messages"], tool, results)
 
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         if not self.prompt:
