@@ -14,6 +14,7 @@ import secrets
 import socket
 import string
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,11 @@ class Host:
         env = {"PATH": os.defpath, "IPYBOX_HOST_SECRET": self.secret}
         process = subprocess.Popen(["sleep", "300"], env=env)
         self.victims.append(process)
+        # Popen returns once exec has begun; the new image's environment shows in /proc a moment
+        # later (empty until then, as a loaded machine showed): wait for it, as an attacker could
+        deadline = time.monotonic() + 30
+        while not Path(f"/proc/{process.pid}/environ").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         return process
 
     def fill(self, text: str, **extra: str) -> str:
