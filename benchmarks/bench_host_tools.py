@@ -29,10 +29,8 @@ MCP from code 0.13-0.19. A host call crosses two processes (kernel, application)
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -40,36 +38,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-
 from ipybox_core import CodeExecutor
 from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.mcp import McpRegistry
-from servers import PYTHON, SERVE_SCRIPT
 
-#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--calls", "2", "--rounds", "1"]
+sys.path.insert(0, str(Path(__file__).parent))
+from _agent_tool_round import SERVER, TINY_ARGS, arguments, kernel_round, report
 
-SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
+__all__ = ["TINY_ARGS"]
+
 ADD_ARGS = {
     "type": "object",
     "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
     "required": ["a", "b"],
 }
-KERNEL_ROUND = """\
-import json, time
-from agent_tools import add as _host_add
-from mcptools.bench import add as _mcp_add
-
-def _per_call(function, calls={calls}):
-    function(a=0, b=0)
-    started = time.perf_counter()
-    for i in range(calls):
-        function(a=i, b=1)
-    return (time.perf_counter() - started) / calls
-
-print(json.dumps({{"host": _per_call(_host_add), "mcp": _per_call(_mcp_add)}}))
-"""
+KERNEL_ROUND = kernel_round(host="agent_tools.add", mcp="mcptools.bench.add")
 
 
 async def add(call: HostCall) -> int:
@@ -110,24 +93,15 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--calls", type=int, default=300, help="calls per variant and round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (variants interleaved)")
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=300)
     samples = asyncio.run(measure(args.calls, args.rounds))
-    median = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"{args.calls} calls x {args.rounds} rounds, medians per call:")
     labels = {
         "host": "host tool from code",
         "direct": "direct function call",
         "mcp": "MCP tool from code",
         "registry": "MCP registry call",
     }
-    for name, label in labels.items():
-        low, high = min(samples[name]) * 1e3, max(samples[name]) * 1e3
-        print(f"  {label:22} {median[name] * 1e3:8.3f} ms  (rounds {low:.3f}-{high:.3f})")
+    median = report(samples, labels, args.calls, args.rounds)
     host_overhead = median["host"] - median["direct"]
     mcp_overhead = median["mcp"] - median["registry"]
     print(f"ipybox overhead: host call {host_overhead * 1e3:.3f} ms, MCP call {mcp_overhead * 1e3:.3f} ms")

@@ -29,10 +29,8 @@ process more.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -50,10 +48,10 @@ from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_integrations.langchain import CodeActionMiddleware
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _agent_tool_round import KERNEL_ROUND, SERVER
+from _agent_tool_round import KERNEL_ROUND, SERVER, TINY_ARGS, arguments, report
 
-#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--calls", "2", "--rounds", "1"]
+__all__ = ["TINY_ARGS"]
+
 
 LABELS = {
     "asked": "agent tool (asked)",
@@ -130,18 +128,9 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--calls", type=int, default=200, help="calls per variant and round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (variants interleaved)")
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=200)
     samples = asyncio.run(measure(args.calls, args.rounds))
-    median = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"{args.calls} calls x {args.rounds} rounds, medians per call:")
-    for name, label in LABELS.items():
-        low, high = min(samples[name]) * 1e3, max(samples[name]) * 1e3
-        print(f"  {label:22} {median[name] * 1e3:8.3f} ms  (rounds {low:.3f}-{high:.3f})")
+    median = report(samples, LABELS, args.calls, args.rounds)
     decision = (median["asked"] - median["ruled"]) * 1e3
     print(f"middleware's decision per call (asked - by rule): {decision:+.3f} ms")
     print(f"ratio agent tool (asked) / MCP tool: {median['asked'] / median['mcp']:.2f}")

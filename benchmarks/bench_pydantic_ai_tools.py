@@ -32,10 +32,8 @@ server's round trip; an MCP call crosses one process more.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -49,10 +47,9 @@ from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_integrations.pydantic_ai import CodeAction
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _agent_tool_round import KERNEL_ROUND, SERVER
+from _agent_tool_round import KERNEL_ROUND, SERVER, TINY_ARGS, arguments, report
 
-#: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--calls", "2", "--rounds", "1"]
+__all__ = ["TINY_ARGS"]
 
 
 def add(a: int, b: int) -> int:
@@ -100,24 +97,15 @@ async def measure(calls: int, rounds: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--calls", type=int, default=200, help="calls per variant and round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (variants interleaved)")
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=200)
     samples = asyncio.run(measure(args.calls, args.rounds))
-    median = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"{args.calls} calls x {args.rounds} rounds, medians per call:")
     labels = {
         "asked": "agent tool (asked)",
         "ruled": "agent tool (by rule)",
         "mcp": "MCP tool (by rule)",
         "direct": "direct function",
     }
-    for name, label in labels.items():
-        low, high = min(samples[name]) * 1e3, max(samples[name]) * 1e3
-        print(f"  {label:22} {median[name] * 1e3:8.3f} ms  (rounds {low:.3f}-{high:.3f})")
+    median = report(samples, labels, args.calls, args.rounds)
     print(f"adapter's cost per call (asked - by rule): {(median['asked'] - median['ruled']) * 1e3:+.3f} ms")
     print(f"ratio agent tool (asked) / MCP tool: {median['asked'] / median['mcp']:.2f}")
 

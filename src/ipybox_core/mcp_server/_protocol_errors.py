@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult
 
@@ -17,9 +18,12 @@ class SpecErrorsServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult | InputRequiredResult:
-        if name not in {tool.name for tool in await self.list_tools()}:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
-        return await super().call_tool(name, arguments, context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError:  # the known tools are listed only then, not on every call
+            if name not in {tool.name for tool in await self.list_tools()}:
+                raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}") from None
+            raise
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Any = None

@@ -25,8 +25,6 @@ ContextT = TypeVar("ContextT", default=None)
 """What the parker needs again on resume (e.g. the output limit of the original call)."""
 
 ABANDONED = "the suspended execution was abandoned"
-DEFAULT_ABANDON_AFTER = 900.0
-"""The default timer of an execution parked for a decision (the service sets its own)."""
 
 
 @dataclass
@@ -44,8 +42,8 @@ class SuspendedExecution(Generic[ContextT]):
 class SuspendedExecutions(Generic[ContextT]):
     """Parked executions by key (a tool call id, a thread + call id, a request state, ...).
 
-    An execution left parked longer than ``abandon_after`` seconds (default
-    :data:`DEFAULT_ABANDON_AFTER`, 15 minutes) is cancelled (the kernel is interrupted, pending
+    An execution left parked longer than ``abandon_after`` seconds (``None``: no timer; the service
+    gives its approval timeout) is cancelled (the kernel is interrupted, pending
     approvals rejected) by a timer, so a caller that never comes back does not keep the executor
     busy; it is a backstop, callers cancel at once when they know the decision will not come.
     :meth:`cancel_all` cancels all of them. An execution that finished while
@@ -53,9 +51,7 @@ class SuspendedExecutions(Generic[ContextT]):
     result still reaches the caller.
     """
 
-    def __init__(
-        self, *, abandon_after: float | None = DEFAULT_ABANDON_AFTER, abandon_reason: str = ABANDONED
-    ) -> None:
+    def __init__(self, *, abandon_after: float | None, abandon_reason: str = ABANDONED) -> None:
         self.abandon_after = abandon_after
         self.abandon_reason = abandon_reason
         self._parked: dict[str, SuspendedExecution[ContextT]] = {}

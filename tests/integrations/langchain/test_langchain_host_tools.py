@@ -38,26 +38,11 @@ from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.remote import RemoteSessions
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.langchain import CodeActionMiddleware
+from servers.agent_tools_cells import CALLS_CELL as CELL
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 CONTEXT = {"user": "carol"}
-
-CONTEXT = {"user": "carol"}
-
-CELL = """
-from agent_tools import lookup, refund, whoami
-from mcptools.test import add
-from ipybox_core.errors import ToolError
-print(whoami())
-try:
-    lookup(order="X-9")
-except ToolError as error:
-    print("error:", error)
-for order in ["A-1", "A-2"]:
-    print(refund(order=order))
-print(add(a=20, b=22))
-"""
 
 
 @pytest_asyncio.fixture(loop_scope="package")

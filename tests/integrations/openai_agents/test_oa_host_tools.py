@@ -27,22 +27,9 @@ from example_runner import run_example
 from ipybox_core import CodeExecutor, ConfigError
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.openai_agents import CodeActionTool
+from servers.agent_tools_cells import CALLS_CELL as CELL
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
-
-CELL = """
-from agent_tools import lookup, refund, whoami
-from mcptools.test import add
-from ipybox_core.errors import ToolError
-print(whoami())
-try:
-    lookup(order="X-9")
-except ToolError as error:
-    print("error:", error)
-for order in ["A-1", "A-2"]:
-    print(refund(order=order))
-print(add(a=20, b=22))
-"""
 
 
 def clerk_tools(refunded: list[str]) -> list[Any]:
