@@ -339,10 +339,13 @@ def model_doc(model: ModelDef) -> str:
     return "\n\n".join(parts)
 
 
-def package_doc(header: str, tools: list[tuple[str, str]], model_lines: list[str]) -> str:
-    """The docstring of a server's package: each tool's signature and summary, each model in one line.
+def package_doc(
+    header: str, tools: list[tuple[str, str]], model_lines: list[str], left_out: dict[str, str] | None = None
+) -> str:
+    """The docstring of a server's package: each tool's signature and summary, each model in one line,
+    and the tools it lists that have no function.
 
-    ``tools``: (``def`` line, summary) pairs.
+    ``tools``: (``def`` line, summary) pairs; ``left_out``: MCP tool name → why.
     """
     lines = [header, "", "Tools (keyword arguments only; help(<function>) shows one in full):"]
     for signature_line, text in tools:
@@ -352,6 +355,9 @@ def package_doc(header: str, tools: list[tuple[str, str]], model_lines: list[str
     if model_lines:
         lines += ["", "Models (help(<Model>) shows one; a dict works wherever a model is expected):"]
         lines.extend("    " + line for line in model_lines)
+    if left_out:
+        lines += ["", "Left out (the server lists them; they have no function here):"]
+        lines.extend(f"    {one_line(name)}: {why}" for name, why in left_out.items())
     return "\n".join(lines)
 
 

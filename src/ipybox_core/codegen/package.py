@@ -26,6 +26,9 @@ from ipybox_core.mcp.types import ToolInfo
 
 MAX_NOTES_PER_TOOL = 8
 
+APP_ONLY = "for an MCP App's UI only"
+"""Why an app-only tool has no function (:attr:`GeneratedPackage.left_out`)."""
+
 _BASE_SOURCE = (Path(__file__).parent.parent / "inkernel" / "_generated_base.py").read_text(encoding="utf-8")
 
 
@@ -79,6 +82,9 @@ class GeneratedPackage:
     path: Path
     tools: list[GeneratedTool] = field(default_factory=list)
     models: dict[str, GeneratedModel] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Tools the server lists that got no function: MCP tool name → why (e.g. :data:`APP_ONLY`).
+    The API reference and ``help()`` on the package name them, so an agent does not look for them."""
 
     def tool(self, name: str) -> GeneratedTool:
         """The generated tool with wire name or function name ``name``."""
@@ -151,18 +157,21 @@ def generate_server_package(
     """
     root = Path(root)
     module = module or server_module_name(server)
-    if not include_app_only:
-        tools = [tool for tool in tools if not tool.app_only]
-    files, generated, models = build_package_files(server, tools)
+    app_only = [] if include_app_only else sorted(t.name for t in tools if t.app_only)
+    left_out = dict.fromkeys(app_only, APP_ONLY)
+    tools = [tool for tool in tools if tool.name not in left_out]
+    files, generated, models = build_package_files(server, tools, left_out)
     for tool in generated:
         for note in tool.warnings:
             warnings.warn(CodegenWarning(note), stacklevel=2)
     path = write_package(root, module, files)
-    return GeneratedPackage(server=server, module=module, path=path, tools=generated, models=models)
+    return GeneratedPackage(
+        server=server, module=module, path=path, tools=generated, models=models, left_out=left_out
+    )
 
 
 def build_package_files(
-    server: str, tools: Sequence[ToolInfo]
+    server: str, tools: Sequence[ToolInfo], left_out: dict[str, str] | None = None
 ) -> tuple[dict[str, str], list[GeneratedTool], dict[str, GeneratedModel]]:
     """The package's files (relative path → source, each compiled once as a check), in memory."""
     pending = _convert_all(server, tools)
@@ -188,7 +197,8 @@ def build_package_files(
                 models.setdefault(
                     model.name, GeneratedModel(model.name, model_line(model), model.description)
                 )
-    files["__init__.py"] = _init_source(server, generated, exports, [m.line for m in models.values()])
+    model_lines = [m.line for m in models.values()]
+    files["__init__.py"] = _init_source(server, generated, exports, model_lines, left_out or {})
     return files, generated, models
 
 
@@ -296,8 +306,16 @@ def _check(source: str, tool: str, server: str) -> None:
         ) from error
 
 
-def _init_source(server: str, tools: list[GeneratedTool], exports: dict[str, str], models: list[str]) -> str:
-    doc = package_doc(f"MCP server {server!r} {MARKER}.", [(t.signature, t.summary) for t in tools], models)
+def _init_source(
+    server: str,
+    tools: list[GeneratedTool],
+    exports: dict[str, str],
+    models: list[str],
+    left_out: dict[str, str],
+) -> str:
+    doc = package_doc(
+        f"MCP server {server!r} {MARKER}.", [(t.signature, t.summary) for t in tools], models, left_out
+    )
     names = [t.function for t in tools]
     tool_map: dict[str, Any] = {t.function: t.tool for t in tools}
     return f'''{docstring(doc, "")}
@@ -310,6 +328,9 @@ SERVER = {server!r}
 """The MCP server's registered name."""
 TOOLS = {tool_map!r}
 """Function name → MCP tool name."""
+
+LEFT_OUT = {left_out!r}
+"""Tools the server lists that have no function here: MCP tool name → why."""
 
 _EXPORTS = {exports!r}
 _FUNCTIONS = {names!r}
@@ -328,7 +349,8 @@ class _Package(_types.ModuleType):
     def __getattr__(self, name: str) -> object:
         module = _EXPORTS.get(name)
         if module is None:
-            raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
+            why = f" (the tool {{name!r}} is left out: {{LEFT_OUT[name]}})" if name in LEFT_OUT else ""
+            raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}{{why}}")
         value = getattr(_importlib.import_module(f"{{__name__}}._tools.{{module}}"), name)
         globals()[name] = value
         return value

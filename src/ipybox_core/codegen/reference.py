@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
 
+from ipybox_core.codegen._source import one_line
 from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
 _INTRO = (
@@ -41,7 +42,9 @@ def api_reference(
     With ``max_chars`` it is shortened tool by tool until it fits: first models are left out, then
     signatures (the tool keeps its summary line), then summaries (the name stays in the import
     line); servers take turns, so each keeps some of its detail. Below that, only as many names as
-    fit. A larger budget never shows less. Deterministic.
+    fit. A larger budget never shows less. Deterministic. Tools a server lists that got no function
+    (:attr:`GeneratedPackage.left_out`) are named on one ``# Left out`` line per server and reason
+    (not in the names-only form).
     """
     sections, owners = _plan(sorted(packages, key=lambda p: p.module))
     total = len(owners)
@@ -107,7 +110,29 @@ def _section(section: _Section, package: str, shown: int) -> str:
         elif level == _SUMMARY:
             lines.append(f"{tool.function}: {text}\n")
     lines.extend(pkg.models[name].line + "\n" for name, at in section.models if at < shown)
+    lines.extend(_left_out(pkg))
     return "".join(lines)
+
+
+MAX_LEFT_OUT_CHARS = 240
+"""The names on a server's ``# Left out:`` line, then how many more."""
+
+
+def _left_out(pkg: GeneratedPackage) -> list[str]:
+    """One line per reason: the tools the server lists that have no function, so none is looked for."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in pkg.left_out.items():
+        by_reason.setdefault(why, []).append(one_line(name)[:60])
+    lines = []
+    for why, names in by_reason.items():
+        shown: list[str] = []
+        for name in names:
+            if shown and sum(len(n) + 2 for n in [*shown, name]) > MAX_LEFT_OUT_CHARS:
+                shown.append(f"... and {len(names) - len(shown)} more")
+                break
+            shown.append(name)
+        lines.append(f"# Left out ({why}, no function): {', '.join(shown)}\n")
+    return lines
 
 
 def _imports(pkg: GeneratedPackage, package: str, tools: Sequence[GeneratedTool] | None = None) -> str:
