@@ -66,7 +66,7 @@ def _model_key(model: ModelDef, stack: tuple[ModelDef, ...], memo: dict[int, str
     def type_key(expr: TypeExpr | None) -> str:
         if expr is None:
             return "-"
-        return render(expr, compact=False, names=lambda m: "{" + _model_key(m, inner, memo) + "}")
+        return render(expr, compact=False, code=True, names=lambda m: "{" + _model_key(m, inner, memo) + "}")
 
     parts = [model.extra, type_key(model.extra_type)]
     for field in model.fields:

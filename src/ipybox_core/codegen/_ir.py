@@ -75,8 +75,21 @@ class ModelRef:
     model: ModelDef
 
 
+Constraint: TypeAlias = tuple[str, int | float | str | bool]
+"""A check the kernel makes: a pydantic ``Field`` argument, or ``("unique_items", True)``."""
+
+
+@dataclass(frozen=True)
+class Constrained:
+    """A union member with its own constraints (``anyOf: [{"type": "string", "maxLength": 5},
+    {"type": "integer", "minimum": 0}]``); a field's own constraints stay on :class:`FieldDef`."""
+
+    base: TypeExpr
+    constraints: tuple[Constraint, ...]
+
+
 TypeExpr: TypeAlias = (
-    AnyType | Primitive | LiteralType | ListType | TupleType | DictType | UnionType | ModelRef
+    AnyType | Primitive | LiteralType | ListType | TupleType | DictType | UnionType | ModelRef | Constrained
 )
 
 ANY = AnyType()
@@ -96,7 +109,7 @@ class FieldDef:
     default: Any = MISSING
     """A default that fits ``type`` (unfit defaults are dropped while converting)."""
     description: str = ""
-    constraints: tuple[tuple[str, int | float | str | bool], ...] = ()
+    constraints: tuple[Constraint, ...] = ()
     """Checked in the kernel: pydantic ``Field`` arguments, and ``("unique_items", True)``."""
     unchecked: tuple[str, ...] = ()
     """Schema constraints the kernel does not check (shown in help), e.g. ``format 'uri'``."""
@@ -152,6 +165,8 @@ class ToolShape:
 
 
 def allows_none(expr: TypeExpr) -> bool:
+    if isinstance(expr, Constrained):
+        return allows_none(expr.base)
     if isinstance(expr, AnyType):
         return True
     if isinstance(expr, Primitive):
@@ -172,8 +187,8 @@ def _member_key(expr: TypeExpr) -> object:
         return ("model", id(expr.model))
     if isinstance(expr, LiteralType):
         return ("literal", tuple(_literal_key(v) for v in expr.values))
-    if isinstance(expr, ListType | TupleType | DictType | UnionType):
-        return (type(expr).__name__, repr(render(expr, compact=False, names=_identity_names)))
+    if isinstance(expr, ListType | TupleType | DictType | UnionType | Constrained):
+        return (type(expr).__name__, repr(render(expr, compact=False, names=_identity_names, code=True)))
     return expr
 
 
@@ -263,6 +278,8 @@ def render(expr: TypeExpr, *, compact: bool, names: Any = None, code: bool = Fal
     def inner(item: TypeExpr) -> str:
         return render(item, compact=compact, names=names, code=code)
 
+    if isinstance(expr, Constrained):  # the constraints are code only (help() names them in words)
+        return constrained_code(expr, inner(expr.base)) if code else inner(expr.base)
     if isinstance(expr, AnyType):
         return "Any"
     if isinstance(expr, Primitive):
@@ -284,6 +301,43 @@ def render(expr: TypeExpr, *, compact: bool, names: Any = None, code: bool = Fal
     return str(name_of(expr.model))
 
 
+UNIQUE = "unique_items"
+
+
+def constrained_code(expr: Constrained, base: str) -> str:
+    """``Annotated[<base>, Field(max_length=5)]``; a number's bounds as ``_base.number(ge=0)`` (checked
+    as a float, an int kept as an int), ``uniqueItems`` as ``_base.unique_items``."""
+    checks = ", ".join(f"{name}={py_literal(value)}" for name, value in expr.constraints if name != UNIQUE)
+    unique = any(name == UNIQUE for name, _ in expr.constraints)
+    if expr.base == Primitive("float") and checks:
+        text = f"_base.number({checks})"
+        return f"Annotated[{text}, _base.unique_items]" if unique else text
+    extras = ([f"Field({checks})"] if checks else []) + (["_base.unique_items"] if unique else [])
+    return f"Annotated[{', '.join([base, *extras])}]"
+
+
+def uses_field(expr: TypeExpr) -> bool:
+    """Whether the code annotation of ``expr`` calls pydantic's ``Field``."""
+    if isinstance(expr, Constrained):
+        number = expr.base == Primitive("float")
+        return (not number and any(name != UNIQUE for name, _ in expr.constraints)) or uses_field(expr.base)
+    return any(uses_field(member) for member in _parts(expr))
+
+
+def _parts(expr: TypeExpr) -> tuple[TypeExpr, ...]:
+    if isinstance(expr, ListType):
+        return (expr.item,)
+    if isinstance(expr, DictType):
+        return (expr.value,)
+    if isinstance(expr, TupleType):
+        return expr.items
+    if isinstance(expr, UnionType):
+        return expr.members
+    if isinstance(expr, Constrained):
+        return (expr.base,)
+    return ()
+
+
 def _mixes_bool(expr: LiteralType) -> bool:
     """Whether pydantic could take a bool for a number of ``expr`` or a number for a bool."""
     return any(isinstance(v, int | float) for v in expr.values)
@@ -293,6 +347,8 @@ def referenced_models(expr: TypeExpr) -> Iterator[ModelDef]:
     """Models directly referenced by ``expr`` (not those referenced by their fields)."""
     if isinstance(expr, ModelRef):
         yield expr.model
+    elif isinstance(expr, Constrained):
+        yield from referenced_models(expr.base)
     elif isinstance(expr, ListType):
         yield from referenced_models(expr.item)
     elif isinstance(expr, DictType):
@@ -306,6 +362,9 @@ def uses_name(expr: TypeExpr, name: Literal["Any", "Literal", "Annotated"]) -> b
     """Whether the code annotation of ``expr`` uses ``typing.<name>``."""
     if isinstance(expr, AnyType):
         return name == "Any"
+    if isinstance(expr, Constrained):
+        code = constrained_code(expr, "")
+        return (name == "Annotated" and code.startswith("Annotated[")) or uses_name(expr.base, name)
     if isinstance(expr, LiteralType):
         return name == "Literal" or (name == "Annotated" and _mixes_bool(expr))
     if isinstance(expr, ListType):
@@ -323,6 +382,8 @@ def fits(expr: TypeExpr, value: Any, depth: int = 0) -> bool:
         return True
     if isinstance(expr, AnyType):
         return True
+    if isinstance(expr, Constrained):
+        return fits(expr.base, value, depth)
     if isinstance(expr, Primitive):
         if expr.name == "None":
             return value is None

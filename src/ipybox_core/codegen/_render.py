@@ -9,7 +9,9 @@ from typing import Literal
 from ipybox_core.codegen._ir import (
     MISSING,
     NONE,
+    UNIQUE,
     AnyType,
+    Constrained,
     DictType,
     FieldDef,
     ModelDef,
@@ -17,11 +19,13 @@ from ipybox_core.codegen._ir import (
     Primitive,
     ToolShape,
     TypeExpr,
+    UnionType,
     allows_none,
     optional,
     py_literal,
     referenced_models,
     render,
+    uses_field,
     uses_name,
     without_none,
 )
@@ -261,7 +265,7 @@ def _param_doc(field: FieldDef) -> str:
     return f"{field.kwarg}: {text}" if text else ""
 
 
-_UNIQUE = "unique_items"
+_UNIQUE = UNIQUE
 _TYPING: tuple[Literal["Annotated", "Any", "Literal"], ...] = ("Annotated", "Any", "Literal")
 
 
@@ -270,11 +274,17 @@ def _unique(field: FieldDef) -> bool:
 
 
 def _constraint_notes(field: FieldDef) -> list[str]:
-    checked = [
-        "unique items" if name == _UNIQUE else f"{_CONSTRAINT_TEXT[name]} {py_literal(value)}"
-        for name, value in field.constraints
-    ]
+    checked = [_constraint_text(name, value) for name, value in field.constraints]
+    members = field.type.members if isinstance(field.type, UnionType) else (field.type,)
+    for member in members:  # a union member's own constraints: "str: max length 5"
+        if isinstance(member, Constrained):
+            texts = ", ".join(_constraint_text(name, value) for name, value in member.constraints)
+            checked.append(f"{render(member.base, compact=True)}: {texts}")
     return checked + [f"{note}: not checked here" for note in field.unchecked]
+
+
+def _constraint_text(name: str, value: int | float | str | bool) -> str:
+    return "unique items" if name == _UNIQUE else f"{_CONSTRAINT_TEXT[name]} {py_literal(value)}"
 
 
 _CONSTRAINT_TEXT = {
@@ -416,7 +426,7 @@ def module_source(server: str, tool: str, function: str, shape: ToolShape, kwarg
             extra_type=typed_extra,
         )
     )
-    needs_field = any("= Field(" in block for block in blocks)
+    needs_field = any("= Field(" in block for block in blocks) or any(uses_field(e) for e in exprs)
 
     imports = []
     if typing_names:

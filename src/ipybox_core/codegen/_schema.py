@@ -20,6 +20,7 @@ from ipybox_core.codegen._ir import (
     FORMATS,
     MISSING,
     NONE,
+    Constrained,
     DictType,
     FieldDef,
     ListType,
@@ -274,6 +275,7 @@ class SchemaConverter:
         base = {k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}
         structural_base = any(k in _STRUCTURAL for k in base)
         members: list[TypeExpr] = []
+        sources: list[Any] = []
         for index, alternative in enumerate(alternatives):
             if alternative is False:
                 continue
@@ -285,9 +287,22 @@ class SchemaConverter:
                     return self.type_of(base, hint=hint, depth=depth + 1)  # alternatives only constrain
                 alternative = self._merge([base, self._resolve_shallow(alternative, depth)])
             members.append(self.type_of(alternative, hint=member_hint, depth=depth + 1))
+            sources.append(alternative)
+        if sum(member != NONE for member in members) > 1:  # one value or null: the field has its bounds
+            members = [self._constrained(base, m, s, depth) for m, s in zip(members, sources, strict=True)]
         if node.get("nullable") is True:
             members.append(NONE)
         return union(members) if members else ANY
+
+    def _constrained(self, base: dict[str, Any], member: TypeExpr, source: Any, depth: int) -> TypeExpr:
+        """``member`` with the constraints of its alternative (and of the ``anyOf``'s own schema: a
+        ``maxLength`` next to ``anyOf`` holds for the string member)."""
+        resolved = self._resolve_shallow(source, depth + 1, warn=False)
+        if not isinstance(resolved, dict) or not isinstance(member, Primitive | ListType | TupleType):
+            return member
+        own = {k: v for k, v in base.items() if k not in _STRUCTURAL}
+        constraints = _constraints({**own, **resolved}, member)
+        return Constrained(member, constraints) if constraints else member
 
     def _object_type(self, node: dict[str, Any], *, hint: str, depth: int, ref: str | None) -> TypeExpr:
         properties = node.get("properties")

@@ -114,3 +114,89 @@ def test_an_optional_values_constraints_hold(generate: Generator, served: Thread
     text = page(fn)
     assert "name: (max length 3)" in text and "price: (multiple of 0.01; >= 0)" in text
     assert "site: (format 'uri': not checked here)" in text
+
+
+_EITHER = {
+    "type": "object",
+    "properties": {
+        "value": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "integer", "minimum": 0}]},
+        "ratio": {"oneOf": [{"type": "number", "maximum": 1}, {"type": "string", "pattern": "^[0-9]+%$"}]},
+        "tags": {
+            "anyOf": [
+                {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 2},
+                {"type": "string", "minLength": 1},
+                {"type": "null"},
+            ]
+        },
+        "code": {"maxLength": 3, "anyOf": [{"type": "string"}, {"type": "integer"}]},  # for the string
+        "point": {
+            "type": "object",
+            "properties": {"v": {"anyOf": [{"type": "string", "minLength": 2}, {"type": "boolean"}]}},
+        },
+    },
+}
+
+
+def test_each_alternatives_constraints_hold(generate: Generator, served: ThreadedToolServer) -> None:
+    """``anyOf`` of several values keeps each one's bounds (was: ``str | int``, nothing checked)."""
+    fn = one(generate, tool("pick", input_schema=_EITHER))
+    before = len(served.backend.calls)
+    for kwargs in (
+        {"value": "abcdef"},
+        {"value": -1},
+        {"ratio": 1.5},
+        {"ratio": "half"},
+        {"tags": ["a", "a"]},
+        {"tags": ["a", "b", "c"]},
+        {"tags": ""},
+        {"code": "abcd"},
+        {"point": {"v": "x"}},
+    ):
+        with pytest.raises(ValidationError):
+            fn(**kwargs)
+    assert len(served.backend.calls) == before  # nothing was sent
+    with pytest.raises(ValidationError, match="at most 5 characters"):
+        fn(value="abcdef")
+    valid = {"value": "abcde", "ratio": 1, "tags": ["a", "b"], "code": 1234, "point": {"v": True}}
+    assert sent(served, fn, **valid) == valid
+    assert sent(served, fn, value=0, ratio="50%", tags="a", code="abc") == {
+        "value": 0,
+        "ratio": "50%",
+        "tags": "a",
+        "code": "abc",
+    }
+    assert sent(served, fn, value=2**64, ratio=0.5) == {"value": 2**64, "ratio": 0.5}
+
+
+def test_each_alternatives_constraints_are_named_in_help_and_kept_readable(generate: Generator) -> None:
+    imported = generate("srv", [tool("pick", input_schema=_EITHER)])
+    fn = imported.module.pick
+    text = page(fn)
+    assert "value: (str: max length 5; int: >= 0)" in text
+    assert "ratio: (float: <= 1; str: pattern '^[0-9]+%$')" in text
+    assert "tags: (list[str]: max length 2, unique items; str: min length 1)" in text
+    assert "def pick(*, value: str | int | None = None, ratio: float | str | None = None" in (
+        imported.package.tools[0].signature
+    )
+    source = (imported.package.path / "_tools" / "pick.py").read_text()
+    assert (
+        "value: Annotated[str, Field(max_length=5)] | Annotated[_base.Integer, Field(ge=0)] | None" in source
+    )
+    assert "ratio: _base.number(le=1) | Annotated[str, Field(pattern='^[0-9]+%$')] | None" in source
+
+
+def test_models_differing_only_in_an_alternatives_bounds_stay_two_classes(
+    generate: Generator, served: ThreadedToolServer
+) -> None:
+    def schema(limit: int) -> dict[str, Any]:
+        item = {"anyOf": [{"type": "string", "maxLength": limit}, {"type": "integer"}]}
+        return {
+            "type": "object",
+            "properties": {"p": {"type": "object", "title": "P", "properties": {"v": item}}},
+        }
+
+    imported = generate("srv", [tool("a", input_schema=schema(2)), tool("b", input_schema=schema(4))])
+    assert set(imported.package.models) == {"P", "P2"}
+    assert sent(served, imported.module.b, p={"v": "abcd"}) == {"p": {"v": "abcd"}}
+    with pytest.raises(ValidationError, match="at most 2 characters"):
+        imported.module.a(p={"v": "abc"})
