@@ -25,7 +25,6 @@ from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied,
 from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
-    cancel_waiting,
     describe_failure,
     reattach,
     start_execution,
@@ -178,10 +177,7 @@ async def _start(
 ) -> _Call:
     thread_id, call_id = thread_of(runtime.config), runtime.tool_call_id or ""
     if current_call_ids is not None:  # what an earlier turn left waiting is abandoned
-        await cancel_waiting(settings.source, thread_id, keep=current_call_ids)
-        for left in settings.waiting.of(thread_id):
-            if left not in current_call_ids:
-                settings.waiting.resumed(thread_id, left)
+        await settings.waiting.cancel_conversation(thread_id, keep=current_call_ids)
     session, notes = await settings.session(thread_id)
     if settings.agent_tools is not None and not session.executor.busy:
         bind_context(session.executor, runtime)  # the agent tools its code calls run in this call

@@ -10,7 +10,7 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from ipybox_integrations._session import Conversations, SessionSource, cancel_waiting
+from ipybox_integrations._session import Conversations, SessionSource
 from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop
 from ipybox_integrations.langchain._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.langchain._history import abandoned_calls, close_abandoned_calls, finished_results
@@ -109,10 +109,9 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return await self._cancel_thread(thread_id, reason)
 
     async def _cancel_thread(self, thread_id: str, reason: str | None) -> int:
-        self._settings.waiting.forget(thread_id)
         for key in [key for key in self._settings.notes if key[0] == thread_id]:
             del self._settings.notes[key]
-        return await cancel_waiting(self._settings.source, thread_id, reason=reason)
+        return await self._settings.waiting.cancel_conversation(thread_id, reason=reason)
 
     async def aclose(self) -> None:
         """Cancel the executions waiting for a decision (closing the executor is the application's job)."""

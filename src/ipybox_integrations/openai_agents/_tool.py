@@ -28,7 +28,6 @@ from ipybox_integrations._session import (
     RenderedResult,
     SessionSource,
     approval_description,
-    cancel_waiting,
     describe_failure,
     reattach,
     render_result,
@@ -288,8 +287,7 @@ class CodeActionTool(FunctionTool):
 
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
-        self._waiting.forget(conversation)  # and cancel any instance's (any process's) waiting call:
-        if await cancel_waiting(self.conversations.source, conversation):
+        if await self._waiting.cancel_conversation(conversation):  # any instance's, any process's
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
         return list(self._notes.get(conversation, ()))
 

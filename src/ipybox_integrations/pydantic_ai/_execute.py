@@ -58,7 +58,6 @@ from ipybox_integrations._session import (
     Conversations,
     Executor,
     approval_description,
-    cancel_waiting,
     describe_failure,
     reattach,
     render_result,
@@ -138,7 +137,6 @@ class CodeRunner:
         """The calls this instance left waiting for a deferred approval (their executions wait in
         their executors, where any instance finds them); ``abandon_after`` is this capability's
         own backstop (``None``: the executor's or the service's applies)."""
-        self._parked_by_run: dict[tuple[str, str], str | None] = {}
         self._notes: dict[str, list[str]] = {}
         self._denied: dict[tuple[str, str], None] = {}  # denied calls already cancelled
 
@@ -165,7 +163,7 @@ class CodeRunner:
         restart = session.take_restart_notice()
         if restart:
             notes.insert(0, restart)
-        parked = self._forget(conversation, call_id)
+        parked = self.waiting.resumed(conversation, call_id)
         request: ApprovalRequest | None = None
         # A deferred answer (or a history replayed without one) for a call that waits in its
         # executor, left there by this or any other instance; a busy executor may hold it too.
@@ -373,15 +371,7 @@ class CodeRunner:
 
     def _park(self, ref: CallRef, execution: Execution, request: ApprovalRequest) -> None:
         """Leave ``execution`` waiting in its executor for the deferred answer."""
-        self.waiting.left(ref.conversation, ref.call_id)
-        self._parked_by_run[(ref.conversation, ref.call_id)] = ref.run_id
-
-    def _forget(self, conversation: str, call_id: str) -> bool:
-        """Forget that this instance left ``call_id`` waiting; whether it had."""
-        self._parked_by_run.pop((conversation, call_id), None)
-        left = call_id in self.waiting.of(conversation)
-        self.waiting.resumed(conversation, call_id)
-        return left
+        self.waiting.left(ref.conversation, ref.call_id, run=ref.run_id)
 
     async def cancel(
         self, reason: str | None, *, conversation: str | None = None, run_id: str | None = None
@@ -392,19 +382,8 @@ class CodeRunner:
         With ``conversation``: everything that waits in that conversation, parked by any instance.
         """
         if conversation is not None:
-            for key in self.waiting.forget(conversation):
-                self._parked_by_run.pop(key, None)
-            return await cancel_waiting(self.conversations.source, conversation, reason=reason)
-        if run_id is None:
-            self._parked_by_run.clear()
-            return await self.waiting.cancel(reason)
-        cancelled = 0
-        for (conversation_of_call, call_id), parked_by in list(self._parked_by_run.items()):
-            if parked_by == run_id and self._forget(conversation_of_call, call_id):
-                cancelled += await cancel_waiting(
-                    self.conversations.source, conversation_of_call, calls=[call_id], reason=reason
-                )
-        return cancelled
+            return await self.waiting.cancel_conversation(conversation, reason=reason)
+        return await self.waiting.cancel(reason, run=run_id)
 
     async def before_node(self, ctx: RunContext[Any], node: Any) -> Any:
         """Map PydanticAI's own answers onto held calls; close calls a new prompt moves on from."""
@@ -459,9 +438,7 @@ class CodeRunner:
         )
         conversation = self.conversation_of(ctx)
         ids = [call.tool_call_id for call in calls]
-        for call_id in ids:
-            self._forget(conversation, call_id)
-        await cancel_waiting(self.conversations.source, conversation, calls=ids, reason=MOVED_ON)
+        await self.waiting.cancel_conversation(conversation, calls=ids, reason=MOVED_ON)
 
     async def cancel_denied(self, ctx: RunContext[Any], parts: Iterable[ModelRequestPart]) -> None:
         """Interrupt waiting executions whose ``execute_code`` call was answered with ``ToolDenied``
@@ -473,13 +450,12 @@ class CodeRunner:
                 continue
             key = (conversation, part.tool_call_id)
             if key not in self._denied:
-                self._forget(*key)
                 denied.append(part.tool_call_id)
                 self._denied[key] = None
         while len(self._denied) > _REMEMBERED_DENIALS:
             del self._denied[next(iter(self._denied))]
         if denied:
-            await cancel_waiting(self.conversations.source, conversation, calls=denied, reason=DENIED_REASON)
+            await self.waiting.cancel_conversation(conversation, calls=denied, reason=DENIED_REASON)
 
     async def cancel_abandoned(self, ctx: RunContext[Any]) -> int:
         """At the start of a run: cancel this conversation's waiting calls its history no longer carries.
@@ -488,12 +464,8 @@ class CodeRunner:
         (the run may bring its decision); ``repair_messages()``, a new history or none closes it.
         """
         conversation = self.conversation_of(ctx)
-        open_calls = open_tool_calls(ctx.messages)
-        for call_id in self.waiting.of(conversation):
-            if call_id not in open_calls:
-                self._forget(conversation, call_id)
-        cancelled = await cancel_waiting(
-            self.conversations.source, conversation, keep=open_calls, reason=MOVED_ON
+        cancelled = await self.waiting.cancel_conversation(
+            conversation, keep=open_tool_calls(ctx.messages), reason=MOVED_ON
         )
         if cancelled:
             self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
