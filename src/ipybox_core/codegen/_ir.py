@@ -27,10 +27,13 @@ class AnyType:
 class Primitive:
     """A JSON scalar, or a string ``format`` with a Python type (``datetime``, ``date``, ``UUID``)."""
 
-    name: Literal["str", "int", "float", "bool", "None", "datetime", "date", "UUID"]
+    name: Literal["str", "int", "float", "bool", "None", "datetime", "date", "UUID", "base64"]
+    """``base64``: a string with ``contentEncoding: base64`` (shown as ``str``)."""
 
 
 CODE_NAMES = {
+    "str": "_base.String",
+    "base64": "_base.Base64Text",
     "int": "_base.Integer",
     "float": "_base.Number",
     "bool": "_base.Bool",
@@ -40,7 +43,13 @@ CODE_NAMES = {
 }
 """A primitive's annotation in generated code: the strict types of the package's ``_base``
 (shown as the plain name in signatures and help)."""
-PrimitiveName: TypeAlias = Literal["str", "int", "float", "bool", "None", "datetime", "date", "UUID"]
+SHOWN_NAMES = {"base64": "str"}
+"""A primitive's name in signatures and help where it is not its own."""
+PrimitiveName: TypeAlias = Literal[
+    "str", "int", "float", "bool", "None", "datetime", "date", "UUID", "base64"
+]
+STRINGS = (Primitive("str"), Primitive("base64"))
+"""The primitives that take string constraints (``maxLength``, ``pattern``)."""
 FORMATS: dict[str, PrimitiveName] = {"date-time": "datetime", "date": "date", "uuid": "UUID"}
 """String formats with a Python type: values are checked in the kernel and sent in the JSON form."""
 
@@ -283,7 +292,7 @@ def render(expr: TypeExpr, *, compact: bool, names: Any = None, code: bool = Fal
     if isinstance(expr, AnyType):
         return "Any"
     if isinstance(expr, Primitive):
-        return CODE_NAMES.get(expr.name, expr.name) if code else expr.name
+        return CODE_NAMES.get(expr.name, expr.name) if code else SHOWN_NAMES.get(expr.name, expr.name)
     if isinstance(expr, LiteralType):
         values = [py_literal(value) for value in expr.values]
         text = f"Literal[{', '.join(_within_budget(values) if compact else values)}]"
@@ -304,23 +313,35 @@ def render(expr: TypeExpr, *, compact: bool, names: Any = None, code: bool = Fal
 UNIQUE = "unique_items"
 
 
+CHECKED_INSIDE = {"float": "_base.number", "str": "_base.string", "base64": "_base.base64_text"}
+"""Primitives whose constraints go inside the type, ``_base.number(ge=0)``: a number's bounds are
+checked as a float (an int stays an int); a string's as pydantic checks a str, before bytes are
+refused (with ``Field`` outside, pydantic would say ``at most 5 items`` of a string)."""
+
+
+def checked_inside(expr: TypeExpr, checks: list[str]) -> str | None:
+    """``_base.string(max_length=5)`` for a primitive of :data:`CHECKED_INSIDE` with ``checks``."""
+    if not checks or not isinstance(expr, Primitive) or expr.name not in CHECKED_INSIDE:
+        return None
+    return f"{CHECKED_INSIDE[expr.name]}({', '.join(checks)})"
+
+
 def constrained_code(expr: Constrained, base: str) -> str:
-    """``Annotated[<base>, Field(max_length=5)]``; a number's bounds as ``_base.number(ge=0)`` (checked
-    as a float, an int kept as an int), ``uniqueItems`` as ``_base.unique_items``."""
-    checks = ", ".join(f"{name}={py_literal(value)}" for name, value in expr.constraints if name != UNIQUE)
+    """``Annotated[<base>, Field(min_length=1)]``; a number's or string's bounds as
+    ``_base.number(ge=0)`` (see :data:`CHECKED_INSIDE`), ``uniqueItems`` as ``_base.unique_items``."""
+    checks = [f"{name}={py_literal(value)}" for name, value in expr.constraints if name != UNIQUE]
     unique = any(name == UNIQUE for name, _ in expr.constraints)
-    if expr.base == Primitive("float") and checks:
-        text = f"_base.number({checks})"
-        return f"Annotated[{text}, _base.unique_items]" if unique else text
-    extras = ([f"Field({checks})"] if checks else []) + (["_base.unique_items"] if unique else [])
-    return f"Annotated[{', '.join([base, *extras])}]"
+    inside = checked_inside(expr.base, checks)
+    if inside is not None:
+        base, checks = inside, []
+    extras = ([f"Field({', '.join(checks)})"] if checks else []) + (["_base.unique_items"] if unique else [])
+    return f"Annotated[{', '.join([base, *extras])}]" if extras else base
 
 
 def uses_field(expr: TypeExpr) -> bool:
     """Whether the code annotation of ``expr`` calls pydantic's ``Field``."""
     if isinstance(expr, Constrained):
-        number = expr.base == Primitive("float")
-        return (not number and any(name != UNIQUE for name, _ in expr.constraints)) or uses_field(expr.base)
+        return "Field(" in constrained_code(expr, "") or uses_field(expr.base)
     return any(uses_field(member) for member in _parts(expr))
 
 
@@ -389,7 +410,7 @@ def fits(expr: TypeExpr, value: Any, depth: int = 0) -> bool:
             return value is None
         if expr.name == "bool":
             return isinstance(value, bool)
-        if expr.name in ("str", "datetime", "date", "UUID"):
+        if expr.name in ("str", "base64", "datetime", "date", "UUID"):
             return isinstance(value, str)
         if expr.name == "int":
             return (isinstance(value, int) and not isinstance(value, bool)) or (

@@ -21,6 +21,7 @@ from ipybox_core.codegen._ir import (
     TypeExpr,
     UnionType,
     allows_none,
+    checked_inside,
     optional,
     py_literal,
     referenced_models,
@@ -189,14 +190,15 @@ def _field_source(field: FieldDef, *, args: bool, defined: Callable[[ModelDef], 
     if omit_none:
         arguments.append("exclude_if=_base.is_none")
     checks = [f"{name}={py_literal(value)}" for name, value in field.constraints if name != _UNIQUE]
-    number = without_none(field.type) == Primitive("float") and bool(checks)
-    if not number:
+    value_type = without_none(field.type)
+    inside = None if value_type is None else checked_inside(value_type, checks)
+    if inside is None:
         arguments.extend(checks)
     if field.description and not args:
         arguments.append(f"description={field.description!r}")
     annotation = _annotation(expr, defined)
-    if number:  # bounds inside the type: checked as a float, while an int is kept as an int
-        annotation = f"_base.number({', '.join(checks)})" + (" | None" if allows_none(expr) else "")
+    if inside is not None:  # bounds inside the type (see CHECKED_INSIDE)
+        annotation = inside + (" | None" if allows_none(expr) else "")
     if _unique(field):
         annotation = f"Annotated[{annotation}, _base.unique_items]"
     if not arguments:
@@ -276,6 +278,8 @@ def _unique(field: FieldDef) -> bool:
 def _constraint_notes(field: FieldDef) -> list[str]:
     checked = [_constraint_text(name, value) for name, value in field.constraints]
     members = field.type.members if isinstance(field.type, UnionType) else (field.type,)
+    if Primitive("base64") in members:
+        checked.append("base64 text: a str, or the bytes of base64.b64encode(data)")
     for member in members:  # a union member's own constraints: "str: max length 5"
         if isinstance(member, Constrained):
             texts = ", ".join(_constraint_text(name, value) for name, value in member.constraints)

@@ -20,6 +20,7 @@ from ipybox_core.codegen._ir import (
     FORMATS,
     MISSING,
     NONE,
+    STRINGS,
     Constrained,
     DictType,
     FieldDef,
@@ -249,6 +250,8 @@ class SchemaConverter:
     ) -> TypeExpr:
         if kind == "string" and node.get("format") in FORMATS:
             return Primitive(FORMATS[node["format"]])
+        if kind == "string" and node.get("contentEncoding") == "base64":
+            return Primitive("base64")
         if kind in _PRIMITIVES:
             return _PRIMITIVES[kind]
         if kind == "object":
@@ -630,7 +633,7 @@ def _constraints(schema: dict[str, Any], expr: TypeExpr) -> tuple[tuple[str, int
                     plain = "ge" if key == "exclusiveMinimum" else "le"
                     found = [c for c in found if c[0] != plain]
                     found.append((name, bound))
-    if expr == Primitive("str"):
+    if expr in STRINGS:
         found.extend(_length_constraints(schema, _LENGTH_CONSTRAINTS))
         if _python_pattern(schema.get("pattern")):
             found.append(("pattern", schema["pattern"]))

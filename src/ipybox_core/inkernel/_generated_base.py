@@ -8,6 +8,8 @@ into the callable that validates the arguments, sends the call and converts the 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as _dt
 import functools
 import inspect
@@ -43,6 +45,7 @@ from ipybox_core.inkernel import runtime
 
 __all__ = [
     "Args",
+    "Base64Text",
     "Bool",
     "Date",
     "DateTime",
@@ -50,10 +53,13 @@ __all__ = [
     "Model",
     "Number",
     "ResultValidationWarning",
+    "String",
     "Uuid",
+    "base64_text",
     "exact",
     "is_none",
     "number",
+    "string",
     "tool",
     "unique_items",
 ]
@@ -206,6 +212,46 @@ def number(**constraints: Any) -> Any:
 
 Bool = Annotated[bool, Strict()]
 """JSON Schema ``boolean``: ``True`` or ``False`` only (no ``1``, no ``'yes'``)."""
+
+
+def _no_bytes(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        raise ValueError(
+            f"expected a string, not {type(value).__name__}: pass value.decode() for text "
+            "(binary data goes as the tool describes, often base64.b64encode(value).decode())"
+        )
+    return value
+
+
+def _base64_text(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        try:
+            base64.b64decode(value, validate=True)
+            return bytes(value).decode("ascii")
+        except (binascii.Error, ValueError):
+            raise ValueError(
+                "expected base64 text; these bytes are not base64: pass base64.b64encode(data)"
+            ) from None
+    return value
+
+
+String = Annotated[str, BeforeValidator(_no_bytes)]
+"""JSON Schema ``string``: a str (a str subclass such as a str Enum too); bytes are refused, not
+decoded as UTF-8 (pydantic's lax default), so ``b'...'`` never reaches a server as text by accident."""
+Base64Text = Annotated[str, BeforeValidator(_base64_text)]
+"""A ``string`` with ``contentEncoding: base64``: a str, or bytes that are base64 text (what
+``base64.b64encode(data)`` returns, sent as that text); other bytes are refused (raw data is not
+encoded silently: ``b64encode`` output would be encoded twice)."""
+
+
+def string(**constraints: Any) -> Any:
+    """:data:`String` with ``min_length``, ``max_length`` or ``pattern`` (checked as for a str)."""
+    return Annotated[str, Field(**constraints), BeforeValidator(_no_bytes)]
+
+
+def base64_text(**constraints: Any) -> Any:
+    """:data:`Base64Text` with ``min_length``, ``max_length`` or ``pattern``."""
+    return Annotated[str, Field(**constraints), BeforeValidator(_base64_text)]
 
 
 def _exact_literal(value: Any, handler: Callable[[Any], Any]) -> Any:

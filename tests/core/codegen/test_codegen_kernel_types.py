@@ -3,39 +3,26 @@ fidelity server's ``record`` echoes each JSON value untouched, with its JSON typ
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
+from kernel_kit import echo, executor_fixture, outcomes
 
 from ipybox_core import CodeExecutor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "executor"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
-from executor_kit import run
 from test_mcp_fidelity import FIDELITY_STDIO
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CodeExecutor]:
-    async with CodeExecutor(workspace=tmp_path_factory.mktemp("ws"), timeout=120) as ex:
-        await ex.register_mcp_server("fid", FIDELITY_STDIO)
-        yield ex
+executor = executor_fixture("fid", FIDELITY_STDIO)
 
 
 async def _echo(executor: CodeExecutor, call: str) -> dict[str, Any]:
-    code = f"import datetime as dt, uuid\nfrom mcptools.fid import record\nprint('ECHO', {call})\n"
-    done = await run(executor, code)
-    assert done.result.error is None, done.result.error
-    line = next(line for line in done.text.splitlines() if line.startswith("ECHO "))
-    echoed: dict[str, Any] = json.loads(line.removeprefix("ECHO "))
-    return echoed
+    return await echo(executor, "import datetime as dt, uuid\nfrom mcptools.fid import record", call)
 
 
 async def test_values_arrive_with_the_schemas_json_types(executor: CodeExecutor) -> None:
@@ -56,20 +43,10 @@ async def test_values_arrive_with_the_schemas_json_types(executor: CodeExecutor)
 
 async def test_lax_and_invalid_values_are_refused_in_the_kernel(executor: CodeExecutor) -> None:
     before = (await _echo(executor, "record()"))["call"]
-    code = (
-        "from pydantic import ValidationError\n"
-        "from mcptools.fid import record\n"
-        "for kwargs in ({'dry_run': 'yes'}, {'count': True}, {'count': '3'}, {'when': 'tomorrow'},\n"
-        "               {'when': '2026-12-03T14:30:00'}, {'ident': 'x'}, {'factor': True}):\n"
-        "    try:\n"
-        "        record(**kwargs)\n"
-        "    except ValidationError as error:\n"
-        "        print('REFUSED', list(kwargs)[0], error.errors()[0]['msg'])\n"
-    )
-    done = await run(executor, code)
-    assert done.result.error is None, done.result.error
-    refused = [line for line in done.text.splitlines() if line.startswith("REFUSED")]
-    assert len(refused) == 7, done.text
+    cases = ["{'dry_run': 'yes'}", "{'count': True}", "{'count': '3'}", "{'when': 'tomorrow'}"]
+    cases += ["{'when': '2026-12-03T14:30:00'}", "{'ident': 'x'}", "{'factor': True}"]
+    refused = await outcomes(executor, "fid", "record", cases)
+    assert len(refused) == 7 and all(line.startswith("REFUSED") for line in refused), refused
     assert "REFUSED count Value error, expected an integer, not the bool True" in refused
     assert any("'tomorrow' is not a date-time" in line for line in refused)
     assert any("needs a UTC offset" in line for line in refused)

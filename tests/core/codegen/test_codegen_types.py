@@ -3,7 +3,9 @@ string formats as Python types, no lax coercion. Calls go through the real tool 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import enum
 import inspect
 import json
 import re
@@ -212,3 +214,58 @@ def test_a_model_argument_checks_its_fields_strictly(generate: Generator, served
     assert sent(served, fn, item={"due": dt.date(2026, 1, 2), "done": True}) == {
         "item": {"due": "2026-01-02", "done": True}
     }
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+_TEXTS = tool(
+    "texts",
+    {
+        "name": {"type": "string"},
+        "code": {"type": "string", "maxLength": 4, "pattern": "^[a-z]+$"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "owner": {"type": "object", "title": "Owner", "properties": {"login": {"type": "string"}}},
+        "image": {"type": "string", "contentEncoding": "base64", "maxLength": 12},
+    },
+)
+
+
+def test_bytes_are_not_taken_for_a_string(generate: Generator, served: ThreadedToolServer) -> None:
+    """pydantic's lax default decoded ``b'...'`` as UTF-8 text; a string takes a str only."""
+    fn = one(generate, _TEXTS)
+    before = len(served.backend.calls)
+    for kwargs in (
+        {"name": b"ann"},
+        {"name": bytearray(b"ann")},
+        {"code": b"abc"},
+        {"tags": ["a", b"b"]},
+        {"labels": {"k": b"v"}},
+        {"owner": {"login": b"ann"}},
+    ):
+        with pytest.raises(ValidationError, match="expected a string, not byte"):
+            fn(**kwargs)
+    for raw in (b"\x89PNG\r\n", b"not base64!"):  # raw data is not encoded silently
+        with pytest.raises(ValidationError, match=r"not base64: pass base64\.b64encode"):
+            fn(image=raw)
+    with pytest.raises(ValidationError, match="at most 4 characters"):  # the bounds still read as a str's
+        fn(code="abcde")
+    with pytest.raises(ValidationError, match="at most 12 characters"):
+        fn(image=base64.b64encode(b"0123456789"))
+    assert len(served.backend.calls) == before  # nothing was sent
+    # what was valid stays valid: str subclasses (a str Enum), and base64 text as bytes or str
+    assert sent(
+        served, fn, name=_Colour.RED, code="abc", tags=["a"], labels={"k": "v"}, owner={"login": "x"}
+    ) == {
+        "name": "red",
+        "code": "abc",
+        "tags": ["a"],
+        "labels": {"k": "v"},
+        "owner": {"login": "x"},
+    }
+    assert sent(served, fn, image=base64.b64encode(b"\x89PNG")) == {"image": "iVBORw=="}
+    assert sent(served, fn, image="iVBORw==") == {"image": "iVBORw=="}
+    signature = str(inspect.signature(fn))
+    assert "image: str | None = None" in signature and "name: str | None = None" in signature
