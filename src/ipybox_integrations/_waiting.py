@@ -1,7 +1,7 @@
 """Which calls an adapter instance left waiting for a decision: for its count, its cancel and its timer.
 
-The executions themselves wait in their executors (found again by call id from any adapter
-instance: ``executor.reattach``); an adapter only remembers *which* calls it left there, so that
+The executions themselves wait in their executors, found again by call id from any adapter
+instance (:func:`found_again`); an adapter only remembers *which* calls it left there, so that
 ``suspended`` counts them, ``cancel_suspended()`` cancels them and an ``abandon_after`` the
 application asked for cancels one nobody came back for.
 """
@@ -12,10 +12,23 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ipybox_core.executor.contract import SessionSource
+from ipybox_core.approval import ApprovalRequest
+from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.executor.contract import Executor, SessionSource
 from ipybox_integrations._session import cancel_waiting
 
 ABANDONED = "abandoned: nobody decided this call within {delay:g} s (the adapter's abandon_after)"
+
+
+async def found_again(
+    executor: Executor, call_id: str
+) -> tuple[Execution, ApprovalRequest | ExecutionResult] | None:
+    """The execution of ``call_id`` still in its executor (left by any adapter instance; over an
+    ipybox service by any process) and where it stands: the question it waits on, or its result
+    when it finished meanwhile; ``None`` when there is none. Raises what reattaching and advancing
+    raise (``ServiceError``, ``ExecutionCancelled``, ...)."""
+    execution = await executor.reattach(call_id)
+    return None if execution is None else (execution, await execution.next_stop())
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from agents.tool_context import ToolContext
 from ipybox_core.approval import ApprovalRequest, CallOutcome
 from ipybox_core.errors import ApprovalError
 from ipybox_core.executor.contract import ToolSummaries
+from ipybox_integrations._outcomes import outcome_error
 from ipybox_integrations.openai_agents._invocation import current_invocation
 
 McpApprovalPolicy: TypeAlias = Callable[[RunContextWrapper[Any], ApprovalRequest], "bool | Awaitable[bool]"]
@@ -173,7 +174,7 @@ def outcome_text(outcome: CallOutcome | None) -> str:
     if outcome is None:
         return "approved"
     if not outcome.ok:
-        return f"{outcome.error}: {outcome.text}"
+        return outcome_error(outcome)
     if outcome.structured is not None:
         return json.dumps(outcome.structured, default=str, ensure_ascii=False)
     return outcome.text

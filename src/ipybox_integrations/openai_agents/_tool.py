@@ -20,6 +20,8 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, IpyboxError, ServiceError
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.hosttools import HOST_SERVER
+from ipybox_integrations._failures import error_text
+from ipybox_integrations._notes import Notes
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     DEFAULT_SESSION_KEY,
@@ -29,11 +31,10 @@ from ipybox_integrations._session import (
     SessionSource,
     approval_description,
     describe_failure,
-    reattach,
     render_result,
     with_notes,
 )
-from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations._waiting import WaitingCalls, found_again
 from ipybox_integrations.openai_agents._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.openai_agents._driver import PROXY_MISSING, EventHook, KernelDriver
 from ipybox_integrations.openai_agents._invocation import (
@@ -163,7 +164,7 @@ class CodeActionTool(FunctionTool):
         self._waiting = WaitingCalls(executor, abandon_after=abandon_after)
         self._shown: weakref.WeakValueDictionary[str, ApprovalRequest] = weakref.WeakValueDictionary()
         """The requests this tool showed as interruptions, while their executions hold them."""
-        self._notes: dict[str, list[str]] = {}
+        self._notes = Notes[str]()
         self._proxies = ProxyTools(needs_approval, self._agent_tools.approval)
         driver = KernelDriver(
             self._proxies,
@@ -288,8 +289,8 @@ class CodeActionTool(FunctionTool):
     async def _move_on(self, conversation: str) -> list[str]:
         """At a model call: cancel what still waits in ``conversation``; the notes not yet read."""
         if await self._waiting.cancel_conversation(conversation):  # any instance's, any process's
-            self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
-        return list(self._notes.get(conversation, ()))
+            self._notes.add(conversation, ABANDONED_MESSAGE)
+        return self._notes.peek(conversation)
 
     # --- the tool's invocation --------------------------------------------------------------
 
@@ -297,10 +298,7 @@ class CodeActionTool(FunctionTool):
         conversation = self.conversation_of(context)
         await self._sync_agent_tools(context.agent)
         session = await self.conversations.session(conversation)
-        notes = self._notes.pop(conversation, [])
-        restart = session.take_restart_notice()
-        if restart:
-            notes.insert(0, restart)
+        notes = self._notes.take(conversation, session)
         tools = session.executor.tool_summaries()
         if tools is not None and self._proxies.sync(tools):
             self._refresh_tools()
@@ -322,12 +320,12 @@ class CodeActionTool(FunctionTool):
                 return with_notes(notes, f"Error: execute_code failed ({type(error).__name__}: {error}).")
             except BaseException:
                 await self._abandon(invocation)
-                self._notes.setdefault(conversation, [])[:0] = notes
+                self._notes.put_back(conversation, notes)
                 raise
         if invocation.waiting and invocation.shown is not None:  # the model sees its output later
             self._waiting.left(conversation, invocation.call_id)
             self._shown[nested_call_id(invocation.shown)] = invocation.shown
-            self._notes.setdefault(conversation, [])[:0] = notes
+            self._notes.put_back(conversation, notes)
             return output
         await self._abandon(invocation, "execute_code returned before the code finished")
         return noted_output(notes, output)
@@ -349,20 +347,19 @@ class CodeActionTool(FunctionTool):
         instance; over an ipybox service by any process) and where it stands: its question, or
         its result when it finished meanwhile (its approval expired and the code went on)."""
         try:
-            execution = await reattach(invocation.executor, invocation.call_id)
-            if execution is None:
-                return
-            stop = await execution.next_stop()
+            found = await found_again(invocation.executor, invocation.call_id)
         except ServiceError as error:
             logger.warning("ipybox: could not ask the service for call %s: %s", invocation.call_id, error)
-            invocation.service_error = str(error) or type(error).__name__
+            invocation.service_error = error_text(error)
             return
         except ExecutionCancelled:  # cancelled meanwhile (moved on, abandoned): nothing waits
             return
         except IpyboxError as error:  # it timed out or its kernel died meanwhile: the model is told
             invocation.rendered = RenderedResult(describe_failure(error), images=[], failed=True)
             return
-        invocation.execution = execution
+        if found is None:
+            return
+        invocation.execution, stop = found
         if isinstance(stop, ExecutionResult):
             invocation.rendered = render_result(stop)
             return

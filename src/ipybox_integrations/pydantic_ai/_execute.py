@@ -47,24 +47,26 @@ from pydantic_ai.messages import (
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError, ToolError
+from ipybox_core.errors import ServiceError, ToolError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
 from ipybox_core.protocol import MOVED_ON
 from ipybox_integrations._agent_tools import NO_APPROVAL
+from ipybox_integrations._failures import EXECUTION_FAILURES, error_text
+from ipybox_integrations._notes import Notes
 from ipybox_integrations._session import (
     ABANDONED_MESSAGE,
     BUSY_MESSAGE,
+    DEFAULT_SESSION_KEY,
     Conversations,
     Executor,
     approval_description,
     describe_failure,
-    reattach,
     render_result,
     start_execution,
     with_notes,
 )
-from ipybox_integrations._waiting import WaitingCalls
+from ipybox_integrations._waiting import WaitingCalls, found_again
 from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._agent_tools import (
     AgentTools,
@@ -137,15 +139,15 @@ class CodeRunner:
         """The calls this instance left waiting for a deferred approval (their executions wait in
         their executors, where any instance finds them); ``abandon_after`` is this capability's
         own backstop (``None``: the executor's or the service's applies)."""
-        self._notes: dict[str, list[str]] = {}
+        self._notes = Notes[str]()
         self._denied: dict[tuple[str, str], None] = {}  # denied calls already cancelled
 
     def conversation_of(self, ctx: RunContext[Any]) -> str:
-        return self.key(ctx) or "default"
+        return self.key(ctx) or DEFAULT_SESSION_KEY
 
     def pending_notes(self, ctx: RunContext[Any]) -> list[str]:
         """Notes the model has not seen yet in this conversation (an abandoned call)."""
-        return list(self._notes.get(self.conversation_of(ctx), ()))
+        return self._notes.peek(self.conversation_of(ctx))
 
     # --- the tool ---------------------------------------------------------------------------
 
@@ -159,10 +161,7 @@ class CodeRunner:
         call_id = ctx.tool_call_id or "execute_code"
         session = await self.conversations.session(conversation)
         executor = session.executor
-        notes = self._notes.pop(conversation, [])
-        restart = session.take_restart_notice()
-        if restart:
-            notes.insert(0, restart)
+        notes = self._notes.take(conversation, session)
         parked = self.waiting.resumed(conversation, call_id)
         request: ApprovalRequest | None = None
         # A deferred answer (or a history replayed without one) for a call that waits in its
@@ -193,8 +192,7 @@ class CodeRunner:
                 await self._answer_deferred(ctx, ref, executor, execution, request)
             return _noted(notes, await self._drive(ctx, ref, executor, execution))
         except ApprovalRequired:
-            if notes:
-                self._notes.setdefault(conversation, [])[:0] = notes
+            self._notes.put_back(conversation, notes)
             raise
         except BaseException:
             if not execution.done:
@@ -214,7 +212,7 @@ class CodeRunner:
                     ref.calls.finished(event)
                 elif isinstance(event, ExecutionResult):
                     return tool_return(event)
-        except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        except EXECUTION_FAILURES as error:
             return describe_failure(error)
         raise RuntimeError("the execution ended without a result")
 
@@ -230,25 +228,16 @@ class CodeRunner:
     ) -> None:
         """Decide ``request`` inline through the run's handlers, or park the execution and defer."""
         with ref.calls.deciding(request):  # let on by before_call, unless it began in another run
-            call = held_call(ref.call_id, request)
-            metadata = request_metadata(
-                request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id
-            )
+            call, metadata = held_call(ref.call_id, request)
             if self._is_agent_tool(request):
                 await self._call_agent_tool(ctx, ref, execution, request, call, metadata)
                 return
             await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
             try:
-                denied = await dispatch_held_call(
-                    ctx, request, call, metadata, description=self._describe(executor, request)
-                )
+                denied_reason = await self._ask_handlers(ctx, executor, request, call, metadata)
             except ApprovalRequired:
                 self._park(ref, execution, request)
                 raise ApprovalRequired(metadata=metadata) from None
-            except _REJECTING_ERRORS as error:
-                denied_reason: str | None = _error_message(error)
-            else:
-                denied_reason = denied.message if denied is not None else None
             await self._finish(ctx, request, denied_reason)
 
     async def _answer_deferred(
@@ -260,8 +249,7 @@ class CodeRunner:
         request: ApprovalRequest,
     ) -> None:
         """Apply the ``DeferredToolResults`` answer to the parked ``request``, or ask again."""
-        call = held_call(ref.call_id, request)
-        metadata = request_metadata(request, execute_code_call_id=ref.call_id, tool_call_id=call.tool_call_id)
+        call, metadata = held_call(ref.call_id, request)
         answer = ctx.tool_call_metadata if ctx.tool_call_approved else None
         # A PydanticAI answer (translated by answer_natively) decides the call the history waits
         # on; one approval_results built is bound to its held call by the approval_id.
@@ -284,14 +272,29 @@ class CodeRunner:
             if self._is_agent_tool(request):
                 await self._call_agent_tool(ctx, ref, execution, request, call, metadata, approved=True)
                 return
-            try:
-                denied = await dispatch_held_call(
-                    ctx, request, call, metadata, description=self._describe(executor, request), approved=True
-                )
-            except _REJECTING_ERRORS as error:
-                await self._finish(ctx, request, _error_message(error))
-            else:
-                await self._finish(ctx, request, denied.message if denied is not None else None)
+            denied_reason = await self._ask_handlers(ctx, executor, request, call, metadata, approved=True)
+            await self._finish(ctx, request, denied_reason)
+
+    async def _ask_handlers(
+        self,
+        ctx: RunContext[Any],
+        executor: Executor,
+        request: ApprovalRequest,
+        call: ToolCallPart,
+        metadata: dict[str, Any],
+        *,
+        approved: bool = False,
+    ) -> str | None:
+        """Put the held call through the run's handlers: why it was denied (``None``: let through).
+        Raises ``ApprovalRequired`` when none decided it."""
+        description = executor.tool_description(request.server, request.tool) or approval_description(request)
+        try:
+            denied = await dispatch_held_call(
+                ctx, request, call, metadata, description=description, approved=approved
+            )
+        except _REJECTING_ERRORS as error:
+            return error_text(error)
+        return denied_message(denied)
 
     async def _finish(
         self, ctx: RunContext[Any], request: ApprovalRequest, denied_reason: str | None
@@ -354,7 +357,7 @@ class CodeRunner:
             self._park(ref, execution, request)
             raise ApprovalRequired(metadata=held.metadata or metadata) from None
         except Exception as error:  # the tool's error (delivered), or a handler's or hook's
-            denied_reason = None if not request.pending else _error_message(error)
+            denied_reason = None if not request.pending else error_text(error)
             if denied_reason is not None and not asked[0]:  # before the tool ran: an error for the code
                 results.put(request.tool, request.args, ToolError(denied_reason))
                 await request.accept(decided_by=NO_APPROVAL)
@@ -363,9 +366,6 @@ class CodeRunner:
             denied_reason = denied_message(result)
         if asked[0]:
             await self._finish(ctx, request, denied_reason)
-
-    def _describe(self, executor: Executor, request: ApprovalRequest) -> str:
-        return executor.tool_description(request.server, request.tool) or approval_description(request)
 
     # --- parking ----------------------------------------------------------------------------
 
@@ -468,7 +468,7 @@ class CodeRunner:
             conversation, keep=open_tool_calls(ctx.messages), reason=MOVED_ON
         )
         if cancelled:
-            self._notes.setdefault(conversation, []).append(ABANDONED_MESSAGE)
+            self._notes.add(conversation, ABANDONED_MESSAGE)
         return cancelled
 
     async def cancel_run(self, ctx: RunContext[Any]) -> int:
@@ -516,11 +516,16 @@ def _noted(notes: list[str], result: ToolReturn | str) -> ToolReturn | str:
     return dataclasses.replace(result, return_value=value)
 
 
-def held_call(execute_code_call_id: str, request: ApprovalRequest) -> ToolCallPart:
-    """The nested tool call standing for ``request``: named after the MCP tool, with its arguments."""
-    return ToolCallPart(
+def held_call(execute_code_call_id: str, request: ApprovalRequest) -> tuple[ToolCallPart, dict[str, Any]]:
+    """The nested tool call standing for ``request`` (named after the MCP tool, with its arguments)
+    and the metadata of its approval request."""
+    call = ToolCallPart(
         request.tool, dict(request.args), tool_call_id=f"{execute_code_call_id}__{request.id[:12]}"
     )
+    metadata = request_metadata(
+        request, execute_code_call_id=execute_code_call_id, tool_call_id=call.tool_call_id
+    )
+    return call, metadata
 
 
 def tool_return(result: ExecutionResult) -> ToolReturn:
@@ -541,15 +546,10 @@ async def _reattached(
 ) -> tuple[Execution, ApprovalRequest | ExecutionResult] | None:
     """The service's execution of ``call_id`` and where it stands, when another process parked it."""
     try:
-        execution = await reattach(executor, call_id)
-        return None if execution is None else (execution, await execution.next_stop())
-    except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+        return await found_again(executor, call_id)
+    except (ServiceError, *EXECUTION_FAILURES) as error:
         logger.warning("ipybox: could not resume execute_code call %s in the service: %s", call_id, error)
         return None
-
-
-def _error_message(error: BaseException) -> str:
-    return getattr(error, "message", None) or str(error) or type(error).__name__
 
 
 async def _emit(ctx: RunContext[Any], event: CapabilityEvent) -> None:

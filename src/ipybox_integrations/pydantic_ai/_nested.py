@@ -20,9 +20,9 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from ipybox_core.approval import ApprovalRequest
+from ipybox_integrations._outcomes import UNREPORTED, outcome_error, outcome_value
 
 _ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
-LET_THROUGH = "approved: the call was sent to the MCP server"
 
 
 class HeldCallToolset(AbstractToolset[Any]):
@@ -63,10 +63,8 @@ class HeldCallToolset(AbstractToolset[Any]):
         # native tool (where the outcome is not reported, e.g. over ipybox serve: that it was sent).
         outcome = await self.request.outcome()
         if outcome is None:
-            return LET_THROUGH
-        if not outcome.ok:
-            return f"{outcome.error}: {outcome.text}"
-        return outcome.structured if outcome.structured is not None else outcome.text
+            return UNREPORTED
+        return outcome_value(outcome) if outcome.ok else outcome_error(outcome)
 
 
 async def dispatch_held_call(
