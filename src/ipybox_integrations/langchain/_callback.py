@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain.tools import ToolRuntime
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionTimeout, KernelDied
-from ipybox_integrations._session import BUSY_MESSAGE, Executor, describe_failure, start_execution
+from ipybox_core.errors import ConfigError
+from ipybox_integrations._session import BUSY_MESSAGE, Executor, start_execution
 from ipybox_integrations.langchain._agent_tools import bind_context, let_through
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
 from ipybox_integrations.langchain._hitl import (
@@ -53,10 +53,7 @@ async def _run(
         raise ExecuteCodeError(BUSY_MESSAGE)
     async with execution:  # cancels the code if anything below fails
         while True:
-            try:
-                stop = await next_stop(execution, write, call_id)
-            except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-                raise ExecuteCodeError(describe_failure(error)) from error
+            stop = await next_stop(execution, write, call_id)
             if not isinstance(stop, ApprovalRequest):
                 return result_content(stop)
             review = settings.review(stop, runtime)

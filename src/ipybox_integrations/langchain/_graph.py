@@ -21,8 +21,9 @@ from langgraph.types import Interrupt, interrupt
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ExecutionCancelled, ExecutionTimeout, KernelDied, ServiceError
+from ipybox_core.errors import ServiceError
 from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_integrations._failures import EXECUTION_FAILURES
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
     describe_failure,
@@ -87,7 +88,7 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
     thread_id, call_id = thread_of(runtime.config), runtime.tool_call_id or ""
     await settings.waiting.settle()  # a call abandoned by its timer is cancelled before anything runs
     settings.waiting.resumed(thread_id, call_id)
-    notes = settings.notes.pop((thread_id, call_id), [])
+    notes = settings.notes.take((thread_id, call_id))
     call: _Call | None = None
     answered, shown = answered_before(), _own(shown_before())
     if shown is not None:  # a re-entry: the execution waits in its executor
@@ -117,7 +118,7 @@ async def _drive(settings: ToolSettings, call: _Call, told: list[str]) -> Conten
     while True:
         if call.request is None:
             try:
-                stop = await _next_stop(call)
+                stop = await next_stop(call.execution, call.write, call.call_id)
             except ExecuteCodeError:
                 told += [*call.notes, *call.edits]
                 raise
@@ -150,8 +151,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     except GraphInterrupt:
         # The execution waits in its executor; this tool remembers that it left it there.
         settings.waiting.left(call.thread_id, call.call_id)
-        if call.notes:
-            settings.notes[(call.thread_id, call.call_id)] = call.notes
+        settings.notes.put_back((call.thread_id, call.call_id), call.notes)
         raise
     call.answered += 1
     if call.surfaced != index:
@@ -163,13 +163,6 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     await record_call(request)
     add_notice(call.edits, edit_notice(value))
     call.request = None
-
-
-async def _next_stop(call: _Call) -> ApprovalRequest | ExecutionResult:
-    try:
-        return await next_stop(call.execution, call.write, call.call_id)
-    except (ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
-        raise ExecuteCodeError(describe_failure(error)) from error
 
 
 async def _start(
@@ -204,18 +197,18 @@ async def _reattach(
         if execution is not None and settings.agent_tools is not None:
             bind_context(session.executor, runtime)  # its agent tool calls run in this entry
         stop = None if execution is None else await next_stop(execution, runtime.stream_writer, call_id)
-    except (ServiceError, ExecutionTimeout, KernelDied, ExecutionCancelled) as error:
+    except (ServiceError, *EXECUTION_FAILURES) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:
         return None  # an answer for it is lost (LOST_MESSAGE); a question only shown is asked anew
     if isinstance(stop, ExecutionResult):
         return stop
     answered = answers_when_asked(shown)
-    surfaced = answered if shown is not None and _asks_about(shown.value, stop, settings) else None
+    surfaced = answered if shown is not None and _asks_about(shown.value, stop) else None
     return _Call(thread_id, call_id, execution, stop, answered=answered, surfaced=surfaced)
 
 
-def _asks_about(shown: object, request: ApprovalRequest, settings: ToolSettings) -> bool:
+def _asks_about(shown: object, request: ApprovalRequest) -> bool:
     """True when ``shown`` (an interrupt value) asked about ``request`` (its name and arguments)."""
     return _action_of(shown) == (request.name, dict(request.args))
 

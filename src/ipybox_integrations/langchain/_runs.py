@@ -17,6 +17,7 @@ from langchain_core.runnables import ensure_config
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER
+from ipybox_integrations._outcomes import UNREPORTED, outcome_error, outcome_value
 
 
 async def record_call(request: ApprovalRequest) -> None:
@@ -38,9 +39,9 @@ async def record_call(request: ApprovalRequest) -> None:
         inputs=arguments,
     )
     outcome = await request.outcome()
-    if outcome is None:  # over ipybox serve: the service does not relay results
-        await run.on_tool_end("approved: the call was sent to the MCP server")
+    if outcome is None:
+        await run.on_tool_end(UNREPORTED)
     elif outcome.ok:
-        await run.on_tool_end(outcome.structured if outcome.structured is not None else outcome.text)
+        await run.on_tool_end(outcome_value(outcome))
     else:
-        await run.on_tool_error(ToolError(f"{outcome.error}: {outcome.text}"))
+        await run.on_tool_error(ToolError(outcome_error(outcome)))

@@ -10,6 +10,7 @@ from langchain.tools import ToolRuntime
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.hosttools import HOST_SERVER
+from ipybox_integrations._notes import Notes, restart_notes
 from ipybox_integrations._session import Conversations, Session, SessionSource
 from ipybox_integrations._waiting import WaitingCalls
 from ipybox_integrations.langchain._agent_tools import AgentTools
@@ -34,7 +35,7 @@ class ToolSettings:
     conversations: Conversations = field(init=False)
     waiting: WaitingCalls = field(init=False)
     """The calls this tool left waiting for a decision (the executions wait in their executors)."""
-    notes: dict[tuple[str, str], list[str]] = field(init=False, default_factory=dict)
+    notes: Notes[tuple[str, str]] = field(init=False, default_factory=Notes)
     """What the model must read before a waiting call's result (its restart notice), by (thread, call)."""
 
     def __post_init__(self) -> None:
@@ -44,8 +45,7 @@ class ToolSettings:
     async def session(self, thread_id: str) -> tuple[Session, list[str]]:
         """The thread's session, and the notes the model must read first (its restart notice)."""
         session = await self.conversations.session(thread_id)
-        notice = session.take_restart_notice()
-        return session, [notice] if notice else []
+        return session, restart_notes(session)
 
     def review(self, request: ApprovalRequest, runtime: ToolRuntime | None) -> Review | None:
         """How a held call is asked; ``None``: it runs without asking (an agent tool the agent's

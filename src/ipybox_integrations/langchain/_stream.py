@@ -9,6 +9,9 @@ from typing_extensions import TypedDict
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+from ipybox_integrations._failures import EXECUTION_FAILURES
+from ipybox_integrations._session import describe_failure
+from ipybox_integrations.langchain._content import ExecuteCodeError
 
 StreamWriter = Callable[[Any], None]
 OUTPUT_TYPE: Literal["execute_code_output"] = "execute_code_output"
@@ -29,18 +32,22 @@ async def next_stop(
 ) -> ApprovalRequest | ExecutionResult:
     """Run until the code needs a decision or finishes, writing its output to ``write`` meanwhile.
 
-    Raises what iteration raises (``ExecutionTimeout``, ``KernelDied``, ``ExecutionCancelled``).
+    An execution that ends without a result (timeout, dead kernel, cancelled) raises
+    :class:`ExecuteCodeError` with its cause.
     """
-    async for event in execution:
-        if isinstance(event, (ApprovalRequest, ExecutionResult)):
-            return event
-        if write is not None and isinstance(event, OutputChunk):
-            write(
-                CodeOutput(
-                    type="execute_code_output",
-                    tool_call_id=tool_call_id,
-                    stream=event.stream,
-                    text=event.text,
+    try:
+        async for event in execution:
+            if isinstance(event, (ApprovalRequest, ExecutionResult)):
+                return event
+            if write is not None and isinstance(event, OutputChunk):
+                write(
+                    CodeOutput(
+                        type="execute_code_output",
+                        tool_call_id=tool_call_id,
+                        stream=event.stream,
+                        text=event.text,
+                    )
                 )
-            )
+    except EXECUTION_FAILURES as error:
+        raise ExecuteCodeError(describe_failure(error)) from error
     raise RuntimeError("the execution ended without a result")

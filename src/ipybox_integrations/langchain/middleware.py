@@ -109,8 +109,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return await self._cancel_thread(thread_id, reason)
 
     async def _cancel_thread(self, thread_id: str, reason: str | None) -> int:
-        for key in [key for key in self._settings.notes if key[0] == thread_id]:
-            del self._settings.notes[key]
+        self._settings.notes.forget(lambda key: key[0] == thread_id)
         return await self._settings.waiting.cancel_conversation(thread_id, reason=reason)
 
     async def aclose(self) -> None:
