@@ -14,10 +14,12 @@ from ipybox_core.codegen._ir import (
     Constrained,
     DictType,
     FieldDef,
+    ListType,
     ModelDef,
     ModelRef,
     Primitive,
     ToolShape,
+    TupleType,
     TypeExpr,
     UnionType,
     allows_none,
@@ -282,9 +284,30 @@ def _constraint_notes(field: FieldDef) -> list[str]:
         checked.append("base64 text: a str, or the bytes of base64.b64encode(data)")
     for member in members:  # a union member's own constraints: "str: max length 5"
         if isinstance(member, Constrained):
-            texts = ", ".join(_constraint_text(name, value) for name, value in member.constraints)
-            checked.append(f"{render(member.base, compact=True)}: {texts}")
+            checked.append(f"{render(member.base, compact=True)}: {_constraints_text(member)}")
+        checked.extend(_inner_notes(member))
     return checked + [f"{note}: not checked here" for note in field.unchecked]
+
+
+def _inner_notes(expr: TypeExpr) -> list[str]:
+    """The constraints of a list's items and a dict's values: ``items: max length 5``."""
+    expr = expr.base if isinstance(expr, Constrained) else expr
+    if isinstance(expr, ListType | DictType):
+        inner = expr.item if isinstance(expr, ListType) else expr.value
+        where = "items" if isinstance(expr, ListType) else "values"
+        if isinstance(inner, Constrained):
+            return [f"{where}: {_constraints_text(inner)}"]
+    if isinstance(expr, TupleType):
+        return [
+            f"item {index}: {_constraints_text(item)}"
+            for index, item in enumerate(expr.items, 1)
+            if isinstance(item, Constrained)
+        ]
+    return []
+
+
+def _constraints_text(expr: Constrained) -> str:
+    return ", ".join(_constraint_text(name, value) for name, value in expr.constraints)
 
 
 def _constraint_text(name: str, value: int | float | str | bool) -> str:

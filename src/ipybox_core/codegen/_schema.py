@@ -312,7 +312,7 @@ class SchemaConverter:
         if not isinstance(properties, dict) or not properties:
             additional = node.get("additionalProperties")
             if isinstance(additional, dict) and additional:
-                return DictType(self.type_of(additional, hint=f"{hint}Value", depth=depth + 1))
+                return DictType(self._bounded(additional, hint=f"{hint}Value", depth=depth + 1))
             return DictType(ANY)
         if ref is not None and ref in self._by_ref:
             return ModelRef(self._by_ref[ref])
@@ -340,17 +340,22 @@ class SchemaConverter:
             prefix, rest = rest, node.get("additionalItems")
         item_hint = f"{hint}Item"
         if isinstance(prefix, list):
-            types = [self.type_of(p, hint=item_hint, depth=depth + 1) for p in prefix]
+            types = [self._bounded(p, hint=item_hint, depth=depth + 1) for p in prefix]
             closed = rest is False or node.get("maxItems") == len(prefix)
             if closed and node.get("minItems") == len(prefix):
                 return TupleType(tuple(types))
             extra = (
-                ANY if rest is None or rest is True else self.type_of(rest, hint=item_hint, depth=depth + 1)
+                ANY if rest is None or rest is True else self._bounded(rest, hint=item_hint, depth=depth + 1)
             )
             return ListType(union([*types, extra]) if rest is not False else union(types) if types else ANY)
         if isinstance(rest, dict) or rest is True:
-            return ListType(self.type_of(rest, hint=item_hint, depth=depth + 1))
+            return ListType(self._bounded(rest, hint=item_hint, depth=depth + 1))
         return ListType(ANY)
+
+    def _bounded(self, node: Any, *, hint: str, depth: int) -> TypeExpr:
+        """The type of an item or a dict value with its own constraints (``items: {"maxLength": 5}``),
+        which no field holds."""
+        return self._constrained({}, self.type_of(node, hint=hint, depth=depth), node, depth)
 
     # --- references and merging ------------------------------------------------------------------
 

@@ -153,3 +153,45 @@ def test_defaults_are_shown_as_values(generate: Generator) -> None:
     url = "https://raw.githubusercontent.com/modelcontextprotocol/servers/refs/heads/main/README.md"
     fn = one(generate, tool("gz", {"data": {"type": "string", "default": url}}))
     assert str(inspect.signature(fn)) == f"(*, data: str = {url!r}) -> str"
+
+
+def test_items_and_values_keep_their_own_constraints(generate: Generator, served: ThreadedToolServer) -> None:
+    """Bounds of an array's items and a map's values hold in the kernel (were dropped: no field holds them)."""
+    fn = one(
+        generate,
+        tool(
+            "t",
+            {
+                "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3},
+                "scores": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+                "point": {
+                    "type": "array",
+                    "prefixItems": [{"type": "number", "minimum": 0}, {"type": "number", "maximum": 90}],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "grid": {
+                    "type": "array",
+                    "items": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+                },
+            },
+        ),
+    )
+    before = len(served.backend.calls)
+    for kwargs in (
+        {"tags": ["abcdef"]},
+        {"scores": {"a": -1}},
+        {"point": [-1, 0]},
+        {"point": [0, 91.5]},
+        {"grid": [[1], []]},
+    ):
+        with pytest.raises(ValidationError):
+            fn(**kwargs)
+    with pytest.raises(ValidationError, match="at most 5 characters"):
+        fn(tags=["abcdef"])
+    assert len(served.backend.calls) == before
+    valid = {"tags": ["abcde"], "scores": {"a": 0}, "point": [0, 90], "grid": [[1], [2, 3]]}
+    assert sent(served, fn, **valid) == valid
+    text = page(fn)
+    assert "tags: (max length 3; items: max length 5)" in text and "scores: (values: >= 0)" in text
+    assert "point: (item 1: >= 0; item 2: <= 90)" in text and "grid: (items: min length 1)" in text
