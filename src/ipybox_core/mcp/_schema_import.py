@@ -71,6 +71,16 @@ def import_jsonschema_in_background() -> None:
     threading.Thread(target=import_jsonschema, name="ipybox-import-jsonschema", daemon=True).start()
 
 
+def jsonschema_imported() -> bool:
+    """Whether ``jsonschema`` is imported and no import of it is under way (using it cannot block)."""
+    if not _importing.acquire(blocking=False):
+        return False
+    try:
+        return "jsonschema" in sys.modules
+    finally:
+        _importing.release()
+
+
 _importing = threading.RLock()  # one import at a time: a caller waits for one under way
 _starting = threading.Lock()
 _started = False

@@ -50,9 +50,14 @@ from ipybox_core.errors import (
     UnknownToolError,
 )
 from ipybox_core.kernel._stale_dirs import mark_owner
+from ipybox_core.mcp._first_call import build_call_models, build_output_validator
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
-from ipybox_core.mcp._schema_import import import_jsonschema, import_jsonschema_in_background
+from ipybox_core.mcp._schema_import import (
+    import_jsonschema,
+    import_jsonschema_in_background,
+    jsonschema_imported,
+)
 from ipybox_core.mcp._transports import HttpAuth, open_transport
 from ipybox_core.mcp._upstream import UpstreamRequests
 from ipybox_core.mcp.config import McpServerConfig, StdioServerConfig
@@ -122,6 +127,8 @@ class _Session:
     stderr_offset: int = 0
     notice: str | None = None
     """For the first call that succeeds on this session: it replaced one that ended by itself."""
+    prepared: set[str] = field(default_factory=set)
+    """The tools whose first call's work is done on this connection (see :meth:`McpConnection.tool`)."""
 
     @property
     def usable(self) -> bool:
@@ -219,16 +226,33 @@ class McpConnection:
     def tool(self, name: str) -> ToolInfo:
         """The listed tool called ``name``.
 
+        A lookup means a call is coming (the tool server looks a call's tool up before deciding it):
+        while connected, it builds what the tool's first call would build (its output-schema
+        validator, the protocol models of a call), so a call held for approval runs right after the
+        approval.
+
         Raises:
             UnknownToolError: the server did not list such a tool.
         """
         try:
-            return self._tools[name]
+            info = self._tools[name]
         except KeyError:
             known = ", ".join(sorted(self._tools)) or "none"
             raise UnknownToolError(
                 f"MCP server {self.name!r} has no tool {name!r} (tools: {known})"
             ) from None
+        self._prepare_call(name)
+        return info
+
+    def _prepare_call(self, name: str) -> None:
+        session = self._session
+        if session is None or name in session.prepared or not session.usable or session.client is None:
+            return
+        build_call_models(self.protocol_version)
+        if not jsonschema_imported():  # still importing in the background: the call compiles it
+            return
+        build_output_validator(session.client.session, name)
+        session.prepared.add(name)
 
     @property
     def connected(self) -> bool:
