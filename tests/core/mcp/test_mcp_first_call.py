@@ -55,7 +55,9 @@ async def test_a_held_call_has_its_output_validator_compiled_before_the_approval
     os.environ["IPYBOX_TOOL_SERVER"] = server.address
     os.environ["IPYBOX_TOOL_TOKEN"] = server.token
     try:
-        call = asyncio.ensure_future(asyncio.to_thread(runtime.call_tool, "test", "stats", {"values": [1.0, 3.0]}))
+        call = asyncio.ensure_future(
+            asyncio.to_thread(runtime.call_tool, "test", "stats", {"values": [1.0, 3.0]})
+        )
         request = await asyncio.wait_for(held.get(), 60)
         assert request.tool == "stats"
         assert compiled(connection, "stats")  # before the approval, not after it
