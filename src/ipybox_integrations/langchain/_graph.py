@@ -27,7 +27,6 @@ from ipybox_integrations._failures import EXECUTION_FAILURES
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
     describe_failure,
-    reattach,
     start_execution,
     with_notes,
 )
@@ -56,7 +55,7 @@ from ipybox_integrations.langchain._sessions import thread_of
 from ipybox_integrations.langchain._settings import ToolSettings
 from ipybox_integrations.langchain._stream import StreamWriter, next_stop
 
-LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
+STALE_APPROVAL_MESSAGE = protocol.NOT_WAITING_MESSAGE
 """Told when an answered call finds no execution waiting for it any more."""
 
 
@@ -96,7 +95,7 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
         if isinstance(found, ExecutionResult):
             return await noted(notes, _result_of(found))  # it finished meanwhile
         if found is None and answered:  # nothing waits for this call any more
-            raise ExecuteCodeError(with_notes(notes, LOST_MESSAGE))
+            raise ExecuteCodeError(with_notes(notes, STALE_APPROVAL_MESSAGE))
         call = found
     if call is None:
         call = await _start(settings, code, runtime, _current_call_ids(runtime))
@@ -193,14 +192,14 @@ async def _reattach(
     """
     session = await settings.conversations.session(thread_id)
     try:
-        execution = await reattach(session.executor, call_id)
+        execution = await session.executor.reattach(call_id)
         if execution is not None and settings.agent_tools is not None:
             bind_context(session.executor, runtime)  # its agent tool calls run in this entry
         stop = None if execution is None else await next_stop(execution, runtime.stream_writer, call_id)
     except (ServiceError, *EXECUTION_FAILURES) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:
-        return None  # an answer for it is lost (LOST_MESSAGE); a question only shown is asked anew
+        return None  # an answer for it is lost (STALE_APPROVAL_MESSAGE); a question only shown is asked anew
     if isinstance(stop, ExecutionResult):
         return stop
     answered = answers_when_asked(shown)

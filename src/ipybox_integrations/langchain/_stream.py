@@ -14,7 +14,6 @@ from ipybox_integrations._session import describe_failure
 from ipybox_integrations.langchain._content import ExecuteCodeError
 
 StreamWriter = Callable[[Any], None]
-OUTPUT_TYPE: Literal["execute_code_output"] = "execute_code_output"
 
 
 class CodeOutput(TypedDict):

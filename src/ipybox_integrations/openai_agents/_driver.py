@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 EventHook: TypeAlias = Callable[[ExecutionEvent], "Awaitable[None] | None"]
 """Receives every event of an execution as it happens (output, displays, approval requests, result)."""
 
-LOST_MESSAGE = protocol.NOT_WAITING_MESSAGE
+STALE_APPROVAL_MESSAGE = protocol.NOT_WAITING_MESSAGE
 UNREACHABLE_MESSAGE = (
     "Error: the execution that waited for this approval could not be resumed: the ipybox service "
     "did not answer ({error}). The decision was not applied and the rest of its code did not run "
@@ -55,7 +55,7 @@ UNREACHABLE_MESSAGE = (
 PROXY_MISSING = "ipybox: this MCP call is shown for approval in the next step"
 """The nested tool output the SDK reports (``tool_not_found``) for a proxy not yet in its tool list."""
 NOT_SHOWN_REASON = "ipybox could not show this call for approval"
-DEFAULT_REJECTION = "the user rejected the call"
+DEFAULT_REJECT_REASON = "the user rejected the call"
 UNKNOWN_TOOL_REASON = (
     "this MCP server was registered after execute_code started; call execute_code again to use it"
 )
@@ -111,7 +111,7 @@ class KernelDriver:
             return [self._again(invocation)]
         if request.pending:  # the proxy did not run: the user rejected the call
             with contextlib.suppress(ApprovalError):
-                await request.reject(output or DEFAULT_REJECTION)
+                await request.reject(output or DEFAULT_REJECT_REASON)
         return await self._advance(invocation.execution, invocation)
 
     def _again(self, invocation: Invocation) -> TResponseOutputItem:
@@ -161,7 +161,7 @@ class KernelDriver:
 def _lost_message(invocation: Invocation) -> str:
     if invocation.service_error is not None:
         return UNREACHABLE_MESSAGE.format(error=invocation.service_error)
-    return LOST_MESSAGE
+    return STALE_APPROVAL_MESSAGE
 
 
 def _function_call(call_id: str, request: ApprovalRequest) -> ResponseFunctionToolCall:

@@ -421,11 +421,7 @@ class CodeRunner:
     async def _close_moved_on(self, ctx: RunContext[Any]) -> None:
         """A new prompt on a history whose ``execute_code`` calls still wait: answer them for the
         model ("moved on") and cancel their executions, so the run needs no ``repair_messages()``."""
-        calls = [
-            call
-            for call in _last_response_calls(ctx.messages)
-            if call.tool_name == self.tool_name and call.tool_call_id in open_tool_calls(ctx.messages)
-        ]
+        calls = [call for call in open_tool_calls(ctx.messages) if call.tool_name == self.tool_name]
         if not calls:
             return
         ctx.messages.append(
@@ -464,9 +460,8 @@ class CodeRunner:
         (the run may bring its decision); ``repair_messages()``, a new history or none closes it.
         """
         conversation = self.conversation_of(ctx)
-        cancelled = await self.waiting.cancel_conversation(
-            conversation, keep=open_tool_calls(ctx.messages), reason=MOVED_ON
-        )
+        open_calls = {call.tool_call_id for call in open_tool_calls(ctx.messages)}
+        cancelled = await self.waiting.cancel_conversation(conversation, keep=open_calls, reason=MOVED_ON)
         if cancelled:
             self._notes.add(conversation, ABANDONED_MESSAGE)
         return cancelled
@@ -478,29 +473,19 @@ class CodeRunner:
         return await self.cancel(FAILED_RUN_REASON, run_id=ctx.run_id)
 
 
-def _last_response_index(messages: list[ModelMessage]) -> int | None:
-    return next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), None)
-
-
-def _last_response_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
-    last = _last_response_index(messages)
-    response = messages[last] if last is not None else None
-    return list(response.tool_calls) if isinstance(response, ModelResponse) else []
-
-
-def open_tool_calls(messages: list[ModelMessage]) -> set[str]:
-    """Ids of the tool calls of the history's last response that have no result yet."""
-    last = _last_response_index(messages)
-    if last is None:
-        return set()
-    calls = {call.tool_call_id for call in _last_response_calls(messages)}
-    answered = {
-        part.tool_call_id
-        for message in messages[last + 1 :]
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    }
-    return calls - answered
+def open_tool_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
+    """The tool calls of the history's last response that have no result yet."""
+    for last in range(len(messages) - 1, -1, -1):
+        response = messages[last]
+        if isinstance(response, ModelResponse):
+            answered = {
+                part.tool_call_id
+                for message in messages[last + 1 :]
+                for part in message.parts
+                if isinstance(part, ToolReturnPart)
+            }
+            return [call for call in response.tool_calls if call.tool_call_id not in answered]
+    return []
 
 
 def _noted(notes: list[str], result: ToolReturn | str) -> ToolReturn | str:
