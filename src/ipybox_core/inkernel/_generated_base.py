@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as _dt
 import functools
 import inspect
@@ -430,6 +431,8 @@ def tool(
             arguments = validated.model_dump(
                 by_alias=True, exclude_unset=True, mode="json", warnings=False, context=ARGUMENTS
             )
+            if structured:
+                _build_validator(result)  # now, not after an approval the call may wait for
             response = runtime.call_tool(server, name, arguments)
             if not structured:
                 return runtime.result_text(response)
@@ -468,6 +471,18 @@ def _structured_result(response: runtime.ToolResponse, result: Any, unwrap: bool
 @functools.lru_cache(maxsize=256)
 def _adapter(result: Any) -> TypeAdapter[Any]:
     return TypeAdapter(result)
+
+
+def _build_validator(result: Any) -> None:
+    """Build what validating ``result`` first builds (its schema and validator)."""
+    model = isinstance(result, type) and issubclass(result, BaseModel)
+    if model and result.__pydantic_complete__:
+        return
+    with contextlib.suppress(Exception):  # a failure shows when the result is validated
+        if model:
+            result.model_rebuild(raise_errors=False)
+        else:
+            _adapter(result)
 
 
 def _brief(error: ValidationError) -> str:
