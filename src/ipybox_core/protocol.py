@@ -91,6 +91,10 @@ ERROR = PREFIX + "error"
 NOTICE = PREFIX + "notice"
 RULES = PREFIX + "rules"
 ANSWERED = PREFIX + "answered"
+HOST_TOOLS = PREFIX + "host_tools"
+"""The application's agent tools (their definitions) that the code of this execution can call."""
+HOST_CALL = PREFIX + "host_call"
+"""A round that hands the code's call of an agent tool to the application, to run there."""
 
 # --- names --------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """What every adapter's ``agent_tools=`` option shares: its forms, its check, the selection itself.
 
 ``agent_tools`` picks which of the agent's own tools the code can call (``from agent_tools import
-...``): ``None`` (the default: all, none over an ipybox service), ``True`` (all), ``False`` (none),
+...``): ``None`` (the default: all), ``True`` (all), ``False`` (none),
 tool names (a list) or a predicate over the framework's tool objects.
 """
 
@@ -18,15 +18,15 @@ NO_APPROVAL = "tool:no-approval"
 """``decided_by`` in the audit log of a call from the code that the agent's own settings let
 through without asking (a tool that needs no approval)."""
 
-REMOTE_MESSAGE = (
-    "agent_tools= needs an in-process executor (CodeExecutor or Sessions): over RemoteSessions (an "
-    "ipybox service) the agent's own tools cannot be called from the code yet; leave agent_tools out"
+NO_HOST_TOOLS = (
+    "agent_tools= needs an executor that can call the application's tools from the code "
+    "(CodeExecutor, Sessions or RemoteSessions: one with register_host_tools); leave agent_tools out"
 )
 
 
 def check_selection(selection: object, *, hosts: bool) -> object:
-    """``selection`` as it applies (``None`` over a service: ``False``); :class:`ConfigError` for a
-    form that is not one, or for an explicit selection where the executor has no host tools."""
+    """``selection`` as it applies (``None`` where the executor has no host tools: ``False``);
+    :class:`ConfigError` for a form that is not one, or for an explicit selection there."""
     if isinstance(selection, str):
         raise ConfigError(f"agent_tools takes a list of tool names, not the string {selection!r}")
     if not (selection is None or isinstance(selection, bool | Sequence) or callable(selection)):
@@ -34,7 +34,7 @@ def check_selection(selection: object, *, hosts: bool) -> object:
             f"agent_tools must be True, False, a list of tool names or a predicate, not {selection!r}"
         )
     if selection not in (None, False) and not hosts:
-        raise ConfigError(REMOTE_MESSAGE)
+        raise ConfigError(NO_HOST_TOOLS)
     return False if selection is None and not hosts else selection
 
 

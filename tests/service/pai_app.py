@@ -13,14 +13,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integrations" / "pydantic_ai"))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from pai_kit import ScriptedModel
 from pydantic import TypeAdapter
-from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai import Agent, AgentRunResult, DeferredToolRequests
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from service_kit import conversation_key
 
 from ipybox_core.remote import RemoteSessions
@@ -32,6 +33,23 @@ STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {CO
 REQUESTS = TypeAdapter(DeferredToolRequests)
 
 
+def save_run(result: AgentRunResult[Any], file: Path) -> None:
+    """Save a run that stopped at ``DeferredToolRequests``: its messages and the requests."""
+    saved = {
+        "history": ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json"),
+        "requests": REQUESTS.dump_python(result.output, mode="json"),
+    }
+    file.write_text(json.dumps(saved))
+
+
+def load_run(file: Path) -> tuple[list[ModelMessage], DeferredToolRequests]:
+    """The messages and the requests :func:`save_run` saved."""
+    saved = json.loads(file.read_text())
+    return ModelMessagesTypeAdapter.validate_python(saved["history"]), REQUESTS.validate_python(
+        saved["requests"]
+    )
+
+
 async def main(role: str, url: str, file: Path, extra: str) -> None:
     model = ScriptedModel(STEPS)
     async with RemoteSessions(url, client_name=f"pai-{role}") as sessions:
@@ -41,11 +59,7 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
         if role == "start":
             result = await agent.run("go", conversation_id=CONVERSATION)
             assert isinstance(result.output, DeferredToolRequests), result.output
-            saved = {
-                "history": ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json"),
-                "requests": REQUESTS.dump_python(result.output, mode="json"),
-            }
-            file.write_text(json.dumps(saved))
+            save_run(result, file)
             print("PARKED", flush=True)
             if extra == "hold":
                 await asyncio.Event().wait()
@@ -58,9 +72,7 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
             result = await agent.run("never mind that", conversation_id=CONVERSATION)
             print("OUTPUT", json.dumps(result.output), flush=True)
             return
-        saved = json.loads(file.read_text())
-        history = ModelMessagesTypeAdapter.validate_python(saved["history"])
-        requests = REQUESTS.validate_python(saved["requests"])
+        history, requests = load_run(file)
         decisions = {"approve": Decision.approve(), "abort": Decision.abort("stop: the user aborted")}
         decision = decisions.get(extra, Decision.reject("not now"))
         results = approval_results(requests, lambda approval: decision)

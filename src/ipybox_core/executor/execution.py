@@ -55,6 +55,7 @@ class Execution:
         self._exhausted = False
         self._delivered = False  # the result (or the failure) was handed out
         self._cancelled: str | None = None  # the reason, once cancelled
+        self._done_callbacks: list[Callable[[Execution], None]] = []
         self.result: ExecutionResult | None = None
         """The final result, once the execution finished successfully."""
         self.before_call: Callable[[ApprovalRequest], str | None] | None = None
@@ -105,6 +106,14 @@ class Execution:
     def done(self) -> bool:
         """True once the code finished, failed or was cancelled."""
         return self._task is not None and self._task.done()
+
+    def add_done_callback(self, callback: Callable[[Execution], None]) -> None:
+        """Call ``callback(execution)`` once the code finished, failed or was cancelled (at once if
+        it already did)."""
+        if self.done or (self._task is None and self._exhausted):
+            callback(self)
+            return
+        self._done_callbacks.append(callback)
 
     @property
     def delivered(self) -> bool:
@@ -160,6 +169,7 @@ class Execution:
         if self._task is None:
             self._exhausted = True
             self._on_finish(self)
+            self._call_done_callbacks()
             return
         if self._task.done():
             return
@@ -194,3 +204,9 @@ class Execution:
         finally:
             self._queue.put_nowait(_END)
             self._on_finish(self)
+            self._call_done_callbacks()
+
+    def _call_done_callbacks(self) -> None:
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for callback in callbacks:
+            callback(self)

@@ -377,6 +377,11 @@ class CodeExecutor:
         """The registered host tools."""
         return list(self._host_tools)
 
+    @property
+    def call_timeout(self) -> float | None:
+        """Seconds one MCP or host tool call of the code may take (``None``: no limit)."""
+        return self._registry.call_timeout
+
     def bind_tool_context(self, context: Any) -> None:
         """Hand ``context`` (e.g. a framework's run context) to every host tool call from now on,
         as :attr:`HostCall.context <ipybox_core.hosttools.HostCall.context>`, until bound again;

@@ -76,32 +76,46 @@ class HostBackend:
         if server != HOST_SERVER or not self._tools:
             return await self._mcp.call(server, tool, arguments)
         host = self._tools.get(tool)
-        timeout = host.timeout if host.timeout is not None else self._call_timeout
-        try:
-            async with asyncio.timeout(timeout):
-                value = await host.run(HostCall(tool, arguments, self._context()))
-        except TimeoutError:
-            raise McpTimeout(
-                f"host tool {tool!r} did not finish within {timeout:g} s", server=HOST_SERVER
-            ) from None
-        except ToolError:
-            raise
-        except Exception as error:
-            raise ToolError(_message(error), server=HOST_SERVER, tool=tool) from error
+        value = await run_host_call(host, HostCall(tool, arguments, self._context()), self._call_timeout)
         return outcome(host, value)
 
 
-def outcome(tool: HostTool, value: Any) -> HostOutcome:
-    """``value`` as JSON data: structured (wrapped as ``{"result": ...}`` when the tool's result is
-    not an object) and as one text block."""
+async def run_host_call(tool: HostTool, call: HostCall, call_timeout: float | None) -> Any:
+    """Run ``call`` of ``tool`` within its timeout (``call_timeout`` when it has none); returns what
+    the tool returned. Raises :class:`McpTimeout` when it takes too long and :class:`ToolError` with
+    the tool's message when it raises."""
+    timeout = tool.timeout if tool.timeout is not None else call_timeout
     try:
-        data = to_jsonable_python(value)
+        async with asyncio.timeout(timeout):
+            return await tool.run(call)
+    except McpTimeout:  # a tool that reports a timeout of its own (e.g. one run elsewhere)
+        raise
+    except TimeoutError:
+        raise McpTimeout(
+            f"host tool {tool.name!r} did not finish within {timeout:g} s", server=HOST_SERVER
+        ) from None
+    except ToolError:
+        raise
+    except Exception as error:
+        raise ToolError(_message(error), server=HOST_SERVER, tool=tool.name) from error
+
+
+def json_data(tool: HostTool, value: Any) -> Any:
+    """``value``, what ``tool`` returned, as JSON data; raises :class:`ToolError` if it is none."""
+    try:
+        return to_jsonable_python(value)
     except PydanticSerializationError as error:
         raise ToolError(
             f"host tool {tool.name!r} returned a {type(value).__name__}, which is not JSON data ({error})",
             server=HOST_SERVER,
             tool=tool.name,
         ) from None
+
+
+def outcome(tool: HostTool, value: Any) -> HostOutcome:
+    """``value`` as JSON data: structured (wrapped as ``{"result": ...}`` when the tool's result is
+    not an object) and as one text block."""
+    data = json_data(tool, value)
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     structured = {"result": data} if tool.wraps_result else data
     return HostOutcome(structured, [{"type": "text", "text": text}])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +35,16 @@ def write_host_package(tools: HostTools, root: Path) -> GeneratedPackage | None:
         remove_server_package(HOST_SERVER, root, module=HOST_SERVER)
         return None
     return generate_server_package(HOST_SERVER, tools.infos(), root, module=HOST_SERVER)
+
+
+def host_reference(tools: HostTools, *, package: str) -> str:
+    """The API reference of ``tools`` alone, generated in a scratch directory (``""``: none): what
+    an application shows when its kernel lives in an ipybox service."""
+    if not tools:
+        return ""
+    with tempfile.TemporaryDirectory(prefix="ipybox-agent-tools-") as root:
+        generated = write_host_package(tools, Path(root))
+        return combined_reference([], generated, package=package, max_chars=None)
 
 
 def combined_reference(

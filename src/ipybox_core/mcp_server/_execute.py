@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import re
 import secrets
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, InputRequiredResult, TextContent
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+)
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
@@ -25,7 +34,9 @@ from ipybox_core.errors import (
     ExecutorBusy,
     KernelDied,
 )
+from ipybox_core.hosttools._wire import call_data
 from ipybox_core.mcp_server import inbox
+from ipybox_core.mcp_server._host_calls import HandedCall, HostCalls
 from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
@@ -35,6 +46,9 @@ from ipybox_core.mcp_server.service import ClientSession, IpyboxService, ParkedC
 
 if TYPE_CHECKING:  # imported by the service in the background: keeps the handshake fast
     from ipybox_core.executor import Execution, ExecutionResult
+    from ipybox_core.executor.events import ExecutionEvent
+
+Round = CallToolResult | InputRequiredResult
 
 BUSY_MESSAGE = protocol.BUSY_MESSAGE
 GONE_MESSAGE = protocol.GONE_MESSAGE
@@ -88,22 +102,30 @@ async def start(
     if caller.call is not None:
         answered = service.answered.take(caller.session, call=caller.call)
         if answered is not None:  # answered from the inbox: its outcome, not a second run
-            return await inbox.outcome_of(answered, service, overtook=False)
+            return _handed(service, await inbox.outcome_of(answered, service, overtook=False), caller)
         if (parked := _parked_call(service, caller)) is not None:
-            return _ask(approver, parked.key, parked.request)
+            return await _again(service, approver, ctx, parked, caller)
     executor = session.executor
     assert executor is not None
     if executor.busy:
         return error_result("busy", BUSY_MESSAGE)
+    meta = ctx.request_context.meta
     try:  # the client's rules narrow the service's for this execution (never widen them)
-        service.narrow(session, protocol.meta_value(ctx.request_context.meta, protocol.RULES))
+        service.narrow(session, protocol.meta_value(meta, protocol.RULES))
     except ConfigError as error:
         return error_result("unavailable", f"Error: the client's approval rules are invalid: {error}")
+    host_tools = protocol.meta_value(meta, protocol.HOST_TOOLS)
+    if host_tools is not None:
+        try:
+            await session.host_calls.serve(executor, host_tools)
+        except ConfigError as error:
+            return error_result("unavailable", f"Error: the client's agent tools are invalid: {error}")
     try:
         execution = executor.stream(code, timeout=timeout)
     except ExecutorBusy:
         return error_result("busy", BUSY_MESSAGE)
-    call = ParkedCall(session.key, max_chars, caller.call, caller.client)
+    session.host_calls.watch(execution)
+    call = ParkedCall(session.key, max_chars, caller.call, caller.client, host_calls=session.host_calls)
     result = await drive(service, approver, ctx, execution, call)
     if isinstance(result, CallToolResult) and (notice := session.take_restart_notice()) is not None:
         result.content.insert(0, TextContent(type="text", text=notice))
@@ -112,19 +134,49 @@ async def start(
 
 
 async def resume_call(
-    service: IpyboxService, approver: Approver, caller: Caller
+    service: IpyboxService, approver: Approver, ctx: Context[Any, Any], caller: Caller
 ) -> CallToolResult | InputRequiredResult:
     """The pending question of the call ``caller.call`` parked in ``caller.session`` (or, once the
-    approvals inbox answered it, the execution's next stop); never runs code."""
+    approvals inbox answered it, the execution's next stop); never starts code."""
     if caller.call is None:
         return error_result("gone", GONE_MESSAGE)
     answered = service.answered.take(caller.session, call=caller.call)
     if answered is not None:
-        return await inbox.outcome_of(answered, service, overtook=False)
+        return _handed(service, await inbox.outcome_of(answered, service, overtook=False), caller)
     parked = _parked_call(service, caller)
     if parked is None:
         return error_result("gone", GONE_MESSAGE)
-    return _ask(approver, parked.key, parked.request)
+    return await _again(service, approver, ctx, parked, caller)
+
+
+async def _again(
+    service: IpyboxService,
+    approver: Approver,
+    ctx: Context[Any, Any],
+    parked: SuspendedExecution[ParkedCall],
+    caller: Caller,
+) -> CallToolResult | InputRequiredResult:
+    """The question ``parked`` waits at, for a client that comes back to its call: an approval
+    (asked again), an agent tool call nobody took (handed to this client), one another process
+    took (it runs there: never twice), or one that failed meanwhile (the execution goes on)."""
+    handed = parked.context.host_call
+    if handed is None:
+        return _ask(approver, parked.key, parked.request)
+    if not handed.handed:
+        handed.hand_to(caller.client)
+        return _ask_host(parked.key, handed)
+    if not handed.settled:
+        who = f" ({handed.taker})" if handed.taker else ""
+        return error_result(
+            "busy",
+            f"Error: the code's call of agent tool {handed.question.tool!r} runs in another application "
+            f"process{who}; it runs only there. Ask again once it has answered.",
+        )
+    service.parked.take(parked.key)
+    context = dataclasses.replace(
+        parked.context, host_call=None, client=caller.client or parked.context.client
+    )
+    return await drive(service, approver, ctx, parked.execution, context)
 
 
 async def resume(
@@ -143,16 +195,29 @@ async def resume(
     if parked is None or parked.context.session != caller.session:
         answered = service.answered.take(caller.session, state=state, call=caller.call)
         if answered is not None:  # the inbox answered first: this answer is not applied
-            return await inbox.outcome_of(answered, service, overtook=True)
+            return _handed(service, await inbox.outcome_of(answered, service, overtook=True), caller)
         winner = decisions.who(state) if parked is None else None
         if winner is not None:
             return failure_result(ApprovalError(f"already answered by {winner}", decided_by=winner))
         return error_result("gone", GONE_MESSAGE)
     service.parked.take(state)
-    assert parked.request is not None  # parked only at an approval request
     decisions.remember(state, caller.decided_by)
-    decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
     responses = ctx.input_responses or {}
+    handed = parked.context.host_call
+    context = dataclasses.replace(
+        parked.context, host_call=None, client=caller.client or parked.context.client
+    )
+    if handed is not None:  # the application ran the agent tool: its outcome
+        reply = answer_of(responses.get(parked.key))
+        if reply.cancel:
+            await cancel_execution(
+                parked.execution, reply.reason or "cancelled by the client", caller.decided_by
+            )
+        else:
+            handed.settle(_outcome_text(responses.get(parked.key)))
+        return await drive(service, approver, ctx, parked.execution, context)
+    assert parked.request is not None  # parked at an approval request
+    decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
     answer = answer_of(responses.get(parked.key))
     if answer.cancel:
         await cancel_execution(
@@ -160,7 +225,6 @@ async def resume(
         )
     else:
         await apply_answer(parked.request, answer, decided_by=caller.decided_by)
-    context = dataclasses.replace(parked.context, client=caller.client or parked.context.client)
     return await drive(service, approver, ctx, parked.execution, context)
 
 
@@ -178,7 +242,15 @@ async def drive(
 
     relay = OutputRelay(ctx, limit=call.max_chars)
     try:
-        async for event in execution:
+        async for event in _stops(execution, call.host_calls):
+            if isinstance(event, HandedCall):  # an agent tool: the client runs it
+                state = secrets.token_urlsafe(16)
+                reason = f"nobody ran the code's call of agent tool {event.question.tool!r} in time"
+                context = dataclasses.replace(call, host_call=event)
+                service.parked.park(state, execution, None, context, reason=reason)
+                if ctx is not None:
+                    event.hand_to(call.client)
+                return await relay.finish(_ask_host(state, event))
             if isinstance(event, OutputChunk):
                 await relay.send(event)
             elif isinstance(event, ExecutionResult):
@@ -200,6 +272,74 @@ async def drive(
         decider = SHUTDOWN if service.closing else CONVERSATION_MOVED_ON
         await asyncio.shield(cancel_execution(execution, "the MCP request was cancelled", decider))
         raise
+
+
+async def _stops(execution: Execution, calls: HostCalls | None) -> AsyncIterator[ExecutionEvent | HandedCall]:
+    """``execution``'s events, and the calls of agent tools its code makes, as they come."""
+    while True:
+        handed = calls.take() if calls is not None else None
+        if handed is not None:
+            yield handed
+            continue
+        event: asyncio.Future[ExecutionEvent] = asyncio.ensure_future(anext(execution))
+        if calls is not None:
+            arrival = asyncio.ensure_future(calls.arrival())
+            first: set[asyncio.Future[Any]] = {event, arrival}
+            try:
+                await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrival.cancel()
+            if not event.done():  # a call came first; the event stays queued for the next turn
+                event.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await event
+                continue
+        try:
+            item = await event
+        except StopAsyncIteration:
+            return
+        yield item
+
+
+def _handed(service: IpyboxService, result: Round, caller: Caller) -> Round:
+    """``result``, going to ``caller``; an agent tool call in it is handed to that client."""
+    if isinstance(result, InputRequiredResult):
+        parked = service.parked.get(result.request_state or "")
+        if parked is not None and parked.context.host_call is not None:
+            parked.context.host_call.hand_to(caller.client)
+    return result
+
+
+def _outcome_text(response: object) -> str | None:
+    """The outcome text in the client's answer to an agent tool call (``None``: declined)."""
+    action: object
+    content: object
+    if isinstance(response, ElicitResult):
+        action, content = response.action, response.content
+    elif isinstance(response, dict):
+        action, content = response.get("action"), response.get("content")
+    else:
+        return None
+    value = content.get("outcome") if action == "accept" and isinstance(content, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _ask_host(state: str, handed: HandedCall) -> InputRequiredResult:
+    """The round that hands the agent tool call ``handed`` to the client."""
+    question = handed.question
+    form = ElicitRequestFormParams(
+        message=f"Run agent tool {question.tool!r} in the application and answer with its outcome.",
+        requested_schema=OUTCOME_SCHEMA,
+    )
+    return InputRequiredResult(
+        input_requests={state: ElicitRequest(params=form)},
+        request_state=state,
+        _meta={protocol.HOST_CALL: call_data(question)},
+    )
+
+
+OUTCOME_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"outcome": {"type": "string"}}}
+"""The form of an agent tool call: the outcome as JSON text (``ipybox.dev/host_call`` says how)."""
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")

@@ -52,5 +52,5 @@ class ParkedExecutions(SuspendedExecutions[ContextT]):
 
     async def _expire(self, parked: SuspendedExecution[ContextT]) -> None:
         if self.get(parked.key) is parked:  # not taken meanwhile: nobody came back in time
-            reject_pending(parked.execution, self.abandon_reason, TIMEOUT)
+            reject_pending(parked.execution, parked.reason or self.abandon_reason, TIMEOUT)
         await super()._expire(parked)

@@ -35,6 +35,8 @@ class SuspendedExecution(Generic[ContextT]):
     execution: Execution
     request: ApprovalRequest | None
     context: ContextT
+    reason: str | None = None
+    """Why it is cancelled if nobody comes back in time (``None``: the store's ``abandon_reason``)."""
     parked_at: float = field(default_factory=time.monotonic)
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
@@ -79,11 +81,13 @@ class SuspendedExecutions(Generic[ContextT]):
         context: ContextT,
         *,
         abandon_after: float | EllipsisType | None = ...,
+        reason: str | None = None,
     ) -> SuspendedExecution[ContextT]:
         """Park ``execution`` under ``key`` (replacing what was parked there; parking again restarts
-        the abandonment timer). ``abandon_after`` overrides the store's for this execution."""
+        the abandonment timer). ``abandon_after`` and ``reason`` override the store's
+        ``abandon_after`` and ``abandon_reason`` for this execution."""
         self._forget(key)
-        parked = SuspendedExecution(key=key, execution=execution, request=request, context=context)
+        parked = SuspendedExecution(key, execution, request, context, reason)
         delay = self.abandon_after if isinstance(abandon_after, EllipsisType) else abandon_after
         if delay is not None:
             parked.timer = asyncio.get_running_loop().call_later(delay, self._start_expiry, parked)
@@ -136,4 +140,4 @@ class SuspendedExecutions(Generic[ContextT]):
         del self._parked[parked.key]
         if not parked.execution.done:
             with contextlib.suppress(Exception):
-                await parked.execution.cancel(self.abandon_reason)
+                await parked.execution.cancel(parked.reason or self.abandon_reason)

@@ -103,7 +103,7 @@ def build_server(service: IpyboxService, *, inbox_tools: bool = False) -> MCPSer
         if ctx.request_state is not None:
             return await _execute.resume(service, approver, ctx, caller, ctx.request_state, decisions)
         if protocol.meta_value(ctx.request_context.meta, protocol.RESUME) is True:
-            return await _execute.resume_call(service, approver, caller)
+            return await _execute.resume_call(service, approver, ctx, caller)
         limit = max_output_chars or settings.output_limit
         try:
             session = await service.session(caller.session)

@@ -146,10 +146,12 @@ class ServiceConnection:
         request_state: str | None = None,
         on_output: OnOutput | None = None,
         rules: ApprovalRules | None = None,
+        host_tools: list[dict[str, Any]] | None = None,
     ) -> Round:
         """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
         the code's output as it is printed, all of it before this returns; ``rules`` narrow the
-        service's approval rules for this call."""
+        service's approval rules for this call; ``host_tools`` are the definitions of the agent
+        tools its code can call."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
@@ -157,6 +159,8 @@ class ServiceConnection:
             meta[protocol.RESUME] = True
         if rules is not None:
             meta[protocol.RULES] = protocol.rules_data(rules)
+        if host_tools is not None:
+            meta[protocol.HOST_TOOLS] = host_tools
         output = _Output(on_output) if on_output is not None else None
         if output is not None:
             meta[protocol.OUTPUT] = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +17,11 @@ from ipybox_core.errors import CodeError, ExecutorBusy
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
 from ipybox_core.executor.execution import Emit
 from ipybox_core.executor.executor import run_to_end
+from ipybox_core.hosttools import HostTool
+from ipybox_core.hosttools._wire import call_from_data
 from ipybox_core.protocol import MOVED_ON
 from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
+from ipybox_core.remote._host_tools import RemoteHostTools, joined_reference
 
 
 class RemoteExecutor:
@@ -36,9 +39,10 @@ class RemoteExecutor:
         self,
         connection: ServiceConnection,
         session: str,
-        api_reference: Any,
+        api_reference: Callable[[], str],
         *,
         approval_rules: ApprovalRules | None = None,
+        host_tools: RemoteHostTools | None = None,
     ) -> None:
         self._connection = connection
         self.session = session
@@ -46,6 +50,8 @@ class RemoteExecutor:
         """Rules that narrow the service's for this session's calls (never widen them): a call the
         service's rules allow is asked or denied when these say so (``None``: the service's alone)."""
         self._api_reference = api_reference
+        self._host = host_tools if host_tools is not None else RemoteHostTools()
+        self._tool_context: Any = None
         self._active: Execution | None = None
         self._active_call: str | None = None  # the call id the active execution runs under
         self._active_rounds: _Rounds | None = None  # the active execution's open question
@@ -59,8 +65,27 @@ class RemoteExecutor:
         return active is not None and not active.done and not active.pending_approvals
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
-        """The Python API of the service's MCP servers (fetched when the connection opened)."""
-        return str(self._api_reference(servers, max_chars=max_chars))
+        """The Python API of the service's MCP servers (fetched when the connection opened) and of
+        the host tools."""
+        del servers  # the service's reference covers all of its servers
+        return joined_reference(str(self._api_reference()), self._host.reference, max_chars)
+
+    async def register_host_tools(self, tools: Iterable[HostTool]) -> None:
+        """Let this session's code call ``tools`` (``from agent_tools import ...``); they run in
+        this process (see :meth:`RemoteSessions.register_host_tools`)."""
+        own = RemoteHostTools()
+        await own.replace(tools)
+        self._host = own
+
+    @property
+    def host_tools(self) -> list[HostTool]:
+        """The host tools this session's code can call."""
+        return list(self._host.tools)
+
+    def bind_tool_context(self, context: Any) -> None:
+        """Hand ``context`` to every host tool call of this session's code from now on (as
+        :meth:`CodeExecutor.bind_tool_context` does)."""
+        self._tool_context = context
 
     def stream(self, code: str, *, timeout: float | None = None, call_id: str | None = None) -> Execution:
         """Run ``code``; ``call_id`` names the call so another process can :meth:`reattach` to it."""
@@ -70,6 +95,8 @@ class RemoteExecutor:
         if timeout is not None:
             arguments["timeout"] = timeout
 
+        host_tools = self._host.data
+
         async def first(emit: Emit) -> Round:
             return await self._connection.execute(
                 self.session,
@@ -77,6 +104,7 @@ class RemoteExecutor:
                 call=call_id,
                 on_output=_chunks(emit),
                 rules=self.approval_rules,
+                host_tools=host_tools,
             )
 
         return self._execution(first, arguments, call_id)
@@ -189,16 +217,15 @@ class RemoteExecutor:
             body.cancel()
             with contextlib.suppress(BaseException):
                 await body
-            if waiting:  # stop it on the service too: the question will not be answered
-                question = waiting[-1]
+            open_round = (waiting[-1].key, waiting[-1].state) if waiting else rounds.running
+            if open_round is not None:  # stop it on the service too: the question will not be answered
+                key, state = open_round
                 with contextlib.suppress(Exception):
                     await self._connection.execute(
                         self.session,
                         arguments=rounds.arguments,
-                        input_responses={
-                            question.key: ElicitResult(action="cancel", content={"cancel": True})
-                        },
-                        request_state=question.state,
+                        input_responses={key: ElicitResult(action="cancel", content={"cancel": True})},
+                        request_state=state,
                     )
             return ExecutionResult(text="")
 
@@ -221,6 +248,20 @@ class RemoteExecutor:
         while isinstance(reply, InputRequiredResult):
             key = next(iter(reply.input_requests or {}), "")
             state = reply.request_state or ""
+            question = call_from_data(protocol.meta_value(reply.meta, protocol.HOST_CALL))
+            if question is not None:  # the code called an agent tool: it runs here
+                rounds.running = (key, state)
+                outcome = await self._host.run(question, self._tool_context)
+                rounds.running = None
+                reply = await self._connection.execute(
+                    self.session,
+                    arguments=rounds.arguments,
+                    input_responses={key: ElicitResult(action="accept", content={"outcome": outcome})},
+                    request_state=state,
+                    call=rounds.call_id,
+                    on_output=_chunks(emit),
+                )
+                continue
             request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
             rounds.waiting.append(_Question(key, state, request))
             emit(request)
@@ -274,6 +315,8 @@ class _Rounds:
     """What every retry resends: the arguments of the round that got the open question."""
     waiting: list[_Question] = field(default_factory=list)
     handoff: list[Round] = field(default_factory=list)
+    running: tuple[str, str] | None = None
+    """The input key and request state of the agent tool call this process runs for the code."""
 
 
 def _chunks(emit: Emit) -> OnOutput:

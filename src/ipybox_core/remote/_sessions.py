@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
 from ipybox_core.approval import ApprovalRules
+from ipybox_core.hosttools import HostTool
 from ipybox_core.protocol import WaitingApproval, service_key
 from ipybox_core.remote._connection import TOKEN_ENV, ServiceConnection, default_client_name
 from ipybox_core.remote._executor import RemoteExecutor
+from ipybox_core.remote._host_tools import RemoteHostTools, joined_reference
 
 _REFERENCE_SESSION = "ipybox-api-reference"
-_SHORTENED = "# (reference shortened: use help(function) in the code for the rest)\n"
 
 
 class RemoteSession:
@@ -70,6 +72,7 @@ class RemoteSessions:
             connect_timeout=connect_timeout,
         )
         self._reference = ""
+        self._host = RemoteHostTools()
         self._sessions: dict[str, RemoteSession] = {}
         self._open = False
 
@@ -108,18 +111,32 @@ class RemoteSessions:
         session = self._sessions.get(key)
         if session is None:
             executor = RemoteExecutor(
-                self._connection, service_key(key), self.api_reference, approval_rules=self.approval_rules
+                self._connection,
+                service_key(key),
+                self._service_reference,
+                approval_rules=self.approval_rules,
+                host_tools=self._host,
             )
             session = self._sessions[key] = RemoteSession(key, executor)
         return session
 
     def api_reference(self, servers: list[str] | None = None, *, max_chars: int | None = None) -> str:
-        """The Python API of the service's MCP servers (as fetched by :meth:`start`)."""
+        """The Python API of the service's MCP servers (as fetched by :meth:`start`) and of the
+        host tools (:meth:`register_host_tools`)."""
         del servers  # the service's reference covers all of its servers
-        if max_chars is None or len(self._reference) <= max_chars:
-            return self._reference
-        head = self._reference[: max(max_chars - len(_SHORTENED), 0)]
-        return head[: head.rfind("\n") + 1] + _SHORTENED
+        return joined_reference(self._reference, self._host.reference, max_chars)
+
+    async def register_host_tools(self, tools: Iterable[HostTool]) -> None:
+        """Let every session's code call ``tools`` (``from agent_tools import ...``), as
+        :meth:`Sessions.register_host_tools <ipybox_core.sessions.Sessions.register_host_tools>`
+        does; their code runs in this process. The service generates their API from the
+        definitions sent with the next ``execute_code`` call of each session, and hands each call
+        of the code back to the process whose round the execution is in at that moment (see
+        ``docs/service.md``)."""
+        await self._host.replace(tools)
+
+    def _service_reference(self) -> str:
+        return self._reference
 
     # --- the approvals inbox ------------------------------------------------------------------
 

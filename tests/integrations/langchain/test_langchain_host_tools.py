@@ -35,7 +35,6 @@ from lc_kit import (
 from example_runner import documented, run_example
 from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
 from ipybox_core.hosttools import HostCall, HostTool
-from ipybox_core.remote import RemoteSessions
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 from servers.agent_tools_cells import CALLS_CELL as CELL
@@ -303,13 +302,6 @@ async def test_a_hanging_tool_times_out_and_the_executor_stays_usable(tmp_path: 
         ("agent_tools", "stuck", "tool:no-approval"),
         ("agent_tools", "class", "tool:no-approval"),
     ]
-
-
-async def test_agent_tools_over_a_service_are_refused() -> None:
-    remote = RemoteSessions("http://127.0.0.1:9", token="x")
-    with pytest.raises(ConfigError, match="RemoteSessions"):
-        CodeActionMiddleware(remote, agent_tools=True)
-    CodeActionMiddleware(remote)  # the default: not offered over a service
 
 
 async def test_the_example_runs() -> None:

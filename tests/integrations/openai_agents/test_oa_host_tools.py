@@ -24,7 +24,7 @@ from agents.testing import ScriptedModel
 from oa_kit import call_summary, output_text, run_to_end, scripted, tool_outputs
 
 from example_runner import run_example
-from ipybox_core import CodeExecutor, ConfigError
+from ipybox_core import CodeExecutor
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.openai_agents import CodeActionTool
 from servers.agent_tools_cells import CALLS_CELL as CELL
@@ -155,15 +155,6 @@ async def test_selection_and_opt_out(idle_executor: CodeExecutor) -> None:
     model = scripted("import agent_tools")
     await run_to_end(clerk(code, model, tools), context={"user": "carol"})
     assert "ModuleNotFoundError" in output_text(tool_outputs(model)[0])
-
-
-async def test_remote_sessions_refuse_agent_tools() -> None:
-    from ipybox_core.remote import RemoteSessions
-
-    remote = RemoteSessions("http://127.0.0.1:9", token="x")
-    with pytest.raises(ConfigError, match="RemoteSessions"):
-        CodeActionTool(remote, key=lambda ctx: "k", agent_tools=True)
-    CodeActionTool(remote, key=lambda ctx: "k")  # the default: not offered over a service
 
 
 async def test_a_needs_approval_callable_decides_per_call_over_sessions(tmp_path: Path) -> None:

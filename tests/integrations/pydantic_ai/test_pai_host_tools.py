@@ -30,7 +30,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from example_runner import run_example
-from ipybox_core import ApprovalRules, CodeExecutor, ConfigError
+from ipybox_core import ApprovalRules, CodeExecutor
 from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.pydantic_ai import ApprovalDecided, ApprovalRequested, CodeAction, pending_approvals
@@ -425,15 +425,6 @@ async def test_a_held_call_runs_once_while_another_capability_serves_other_conve
         await sessions.close_session("two")
     assert refunded == ["A-5"]
     assert "refunded A-5" in text_of(returns_of(resumed)[0])
-
-
-async def test_agent_tools_over_remote_sessions_is_refused() -> None:
-    from ipybox_core.remote import RemoteSessions
-
-    sessions = RemoteSessions("http://127.0.0.1:1", token="x")
-    with pytest.raises(ConfigError, match="agent_tools= needs an in-process executor"):
-        CodeAction(sessions, agent_tools=True)
-    CodeAction(sessions)  # the default: none offered
 
 
 async def test_the_example_asks_for_each_refund_and_runs_the_rest_unasked() -> None:

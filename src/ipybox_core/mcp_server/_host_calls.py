@@ -1,0 +1,164 @@
+"""Agent tools over ``ipybox serve``: the code calls the application's own tools, which run in the
+application process that holds the execution at that moment, once.
+
+The application sends its tools' definitions with ``execute_code`` (``ipybox.dev/host_tools``);
+:meth:`HostCalls.serve` generates the session kernel's ``agent_tools`` package from them. A call of
+the code (past the approval gate, like an MCP call) waits here as a :class:`HandedCall`; the
+execution's driver hands it to the client of the round it drives (an ``InputRequiredResult`` with
+``ipybox.dev/host_call``), and the client's answer settles it. A call is handed out once: a
+reattach while it is out is told that it runs elsewhere, and a process that took it and went away
+leaves the code a :class:`~ipybox_core.errors.McpTimeout` after the tool's timeout (it may have
+run), never a second run. A call nobody takes waits as long as an approval would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ipybox_core.errors import ExecutionCancelled, McpTimeout, ToolError
+from ipybox_core.hosttools import HOST_SERVER, HostCall
+from ipybox_core.hosttools._wire import CallQuestion, outcome_value, tools_from_data
+
+if TYPE_CHECKING:
+    from ipybox_core.executor import CodeExecutor, Execution
+
+GRACE = 5.0
+"""Seconds a client that took a call gets beyond the tool's timeout to answer (the round trip)."""
+
+
+@dataclass(eq=False)
+class HandedCall:
+    """One call of an agent tool that waits for the application to run it."""
+
+    question: CallQuestion
+    future: asyncio.Future[Any]
+    taker: str | None = None
+    """The client it was handed to (``None``: not handed out yet)."""
+    handed: bool = False
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    @property
+    def settled(self) -> bool:
+        """True once the call has its outcome (or failed)."""
+        return self.future.done()
+
+    def hand_to(self, client: str | None) -> None:
+        """Mark the call as handed to ``client``; unless it answers within the tool's timeout (and
+        :data:`GRACE`), the code gets :class:`McpTimeout`."""
+        if self.handed:
+            return
+        self.handed, self.taker = True, client
+        limit = self.question.timeout
+        if limit is not None and not self.settled:
+            self.timer = asyncio.get_running_loop().call_later(limit + GRACE, self._expire, limit)
+
+    def settle(self, answer: object) -> None:
+        """Hand the application's ``answer`` (the outcome's text) to the code."""
+        try:
+            value = outcome_value(answer, self.question.tool)
+        except (ToolError, McpTimeout) as error:
+            self.fail(error)
+            return
+        if not self.settled:
+            self.future.set_result(value)
+        self._stop_timer()
+
+    def fail(self, error: BaseException) -> None:
+        """The code's call raises ``error``."""
+        if not self.settled:
+            self.future.set_exception(error)
+        self._stop_timer()
+
+    def _expire(self, limit: float) -> None:
+        who = f" ({self.taker})" if self.taker else ""
+        self.fail(
+            McpTimeout(
+                f"agent tool {self.question.tool!r} did not answer within {limit:g} s: the application "
+                f"process that took the call{who} did not come back with its outcome (it may have run)",
+                server=HOST_SERVER,
+            )
+        )
+
+    def _stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+class HostCalls:
+    """The agent tools of one client session and the calls of its code that wait for them."""
+
+    def __init__(self, *, wait_for: float) -> None:
+        self._wait_for = wait_for  # how long a call may wait to be taken (the approval timeout)
+        self._signature: str | None = None
+        self._timeouts: dict[str, float | None] = {}
+        self._new: deque[HandedCall] = deque()
+        self._open: set[HandedCall] = set()
+        self._arrived = asyncio.Event()
+
+    async def serve(self, executor: CodeExecutor, data: object) -> None:
+        """Give ``executor``'s kernel the tools ``data`` defines (unchanged ones: nothing to do).
+
+        Raises:
+            ConfigError: ``data`` is not a list of tool definitions, or an MCP server of the
+                service is named ``agent_tools``.
+        """
+        signature = json.dumps(data, sort_keys=True, default=str)
+        if signature == self._signature:
+            return
+        default = executor.call_timeout
+        given = tools_from_data(data, self._run)
+        limits = {tool.name: tool.timeout if tool.timeout is not None else default for tool in given}
+        # The tool server's own bound is a backstop: waiting to be taken, then the tool's timeout.
+        tools = [dataclasses.replace(tool, timeout=self._backstop(limits[tool.name])) for tool in given]
+        await executor.register_host_tools(tools)
+        self._signature, self._timeouts = signature, limits
+
+    def _backstop(self, limit: float | None) -> float | None:
+        return None if limit is None else self._wait_for + limit + 2 * GRACE
+
+    def watch(self, execution: Execution) -> None:
+        """Fail the calls still waiting when ``execution`` ends (cancelled, timed out, died)."""
+        execution.add_done_callback(lambda _: self._abandon())
+
+    def take(self) -> HandedCall | None:
+        """The oldest call the driver has not handed on yet."""
+        if not self._new:
+            self._arrived.clear()
+            return None
+        return self._new.popleft()
+
+    async def arrival(self) -> None:
+        """Wait until a call is there to :meth:`take`."""
+        while not self._new:
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    async def _run(self, call: HostCall) -> Any:
+        question = CallQuestion(
+            secrets.token_urlsafe(12), call.tool, call.arguments, self._timeouts.get(call.tool)
+        )
+        handed = HandedCall(question, asyncio.get_running_loop().create_future())
+        self._open.add(handed)
+        self._new.append(handed)
+        self._arrived.set()
+        try:
+            return await handed.future
+        finally:
+            self._open.discard(handed)
+            with contextlib.suppress(ValueError):
+                self._new.remove(handed)
+            handed.future.cancel()  # the tool server gave up on it (its backstop)
+            handed.fail(ExecutionCancelled("the call was abandoned"))
+
+    def _abandon(self) -> None:
+        for handed in list(self._open):
+            handed.fail(ExecutionCancelled("the execution ended before the application answered"))
+        self._new.clear()
