@@ -13,6 +13,9 @@ test MCP server. Three parts:
 - **tool call**: ``--calls`` MCP calls timed inside the kernel, auto-approved (the service with
   ``--yes``, the executor with ``approval="never"``): a call never passes through the application,
   so the per-call p50 should be unchanged (ratio ~1).
+- **agent tool**: the same calls of a host tool (``from agent_tools import add``), auto-approved: in
+  process it runs in the executor's process; through the service each call comes back to this
+  process as a round of its own. Reported against the MCP call through the service.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "service"))
 from service_kit import TEST_SERVER, start_service
 
 from ipybox_core import ApprovalRequest, CodeExecutor, ExecutionResult
+from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.remote import RemoteSessions
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
@@ -51,6 +55,21 @@ for _i in range({calls}):
     _times.append(time.perf_counter() - _t)
 print(sorted(_times)[len(_times) // 2])
 """
+
+
+TIMED_HOST_CALLS = TIMED_CALLS.replace("from mcptools.test import add", "from agent_tools import add")
+
+
+async def add(call: HostCall) -> int:
+    return int(call.arguments["a"]) + int(call.arguments["b"])
+
+
+HOST_ADD = HostTool(
+    "add",
+    add,
+    "Add two numbers.",
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+)
 
 
 def ms(seconds: float) -> str:
@@ -100,8 +119,8 @@ async def output_only(executor: Any, rounds: int) -> list[float]:
     return times
 
 
-async def tool_call_p50(executor: Any, calls: int) -> float:
-    result = await run_to_end(executor.stream(TIMED_CALLS.format(calls=calls)))
+async def tool_call_p50(executor: Any, calls: int, cell: str = TIMED_CALLS) -> float:
+    result = await run_to_end(executor.stream(cell.format(calls=calls)))
     return float(result.text.strip().splitlines()[-1])
 
 
@@ -127,16 +146,24 @@ async def main(rounds: int, calls: int) -> None:
             f"approval ({rounds} rounds, accept -> result): in-process p50 {ms(la)}, service p50 {ms(ra)}; "
             f"difference {(ra - la) * 1000:+.2f} ms"
         )
-        async with CodeExecutor(workspace=tmp / "local2", approval="never") as local:
+        async with CodeExecutor(workspace=tmp / "local2", approval="never", host_tools=[HOST_ADD]) as local:
             await local.register_mcp_server("test", SERVER)
             async with service(tmp, "--yes") as sessions:
+                await sessions.register_host_tools([HOST_ADD])
                 remote = (await sessions.session("calls")).executor
-                await tool_call_p50(local, 3)
-                await tool_call_p50(remote, 3)
+                for executor in (local, remote):
+                    await tool_call_p50(executor, 3)
+                    await tool_call_p50(executor, 3, TIMED_HOST_CALLS)
                 lt, rt = await tool_call_p50(local, calls), await tool_call_p50(remote, calls)
+                lh = await tool_call_p50(local, calls, TIMED_HOST_CALLS)
+                rh = await tool_call_p50(remote, calls, TIMED_HOST_CALLS)
         print(
             f"tool call ({calls} calls, in the kernel): in-process p50 {ms(lt)}, "
             f"service p50 {ms(rt)}; ratio {rt / lt:.2f}"
+        )
+        print(
+            f"agent tool ({calls} calls, in the kernel): in-process p50 {ms(lh)}, service p50 {ms(rh)}; "
+            f"{rh / rt:.2f}x the MCP call through the service ({(rh - rt) * 1000:+.2f} ms)"
         )
 
 
