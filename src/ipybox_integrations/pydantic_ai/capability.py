@@ -146,7 +146,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         """Interrupt suspended executions; close the executor if this capability created it."""
         await self.cancel_suspended()
         if self._owned is not None:
-            await self._owned.close()
+            await self._owned.aclose()
 
     async def __aenter__(self) -> CodeAction[AgentDepsT]:
         await self.start()
