@@ -43,8 +43,8 @@ from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_revi
 from ipybox_integrations.langchain._hitl import TOOL_NAME, Review
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[BaseTool], bool] | None"
-"""Which of the agent's tools the code can call: ``None`` (default: all, none over an ipybox
-service), ``True`` (all), ``False`` (none), tool names, or a predicate."""
+"""Which of the agent's tools the code can call: ``None`` (default: all), ``True`` (all), ``False``
+(none), tool names, or a predicate."""
 
 COMMAND_MESSAGE = (
     "the agent's tool {name!r} returned a Command (an update of the graph state), which a call "

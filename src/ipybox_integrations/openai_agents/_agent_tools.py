@@ -31,8 +31,8 @@ from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import check_selection, pick
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[FunctionTool], bool] | None"
-"""Which of the agent's function tools the code can call: ``None`` (default: all, none over an
-ipybox service), ``True`` (all), ``False`` (none), tool names, or a predicate."""
+"""Which of the agent's function tools the code can call: ``None`` (default: all), ``True`` (all),
+``False`` (none), tool names, or a predicate."""
 
 ToolApproval: TypeAlias = "bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]"
 """A ``FunctionTool.needs_approval``."""

@@ -39,8 +39,8 @@ from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[ToolDefinition], bool] | None"
-"""Which of the agent's tools the code can call: ``None`` (default: all, none over an ipybox
-service), ``True`` (all), ``False`` (none), tool names, or a predicate on the ``ToolDefinition``."""
+"""Which of the agent's tools the code can call: ``None`` (default: all), ``True`` (all), ``False``
+(none), tool names, or a predicate on the ``ToolDefinition``."""
 
 NOT_RUNNING_MESSAGE = "the agent's tool {name!r} can only be called while the agent runs execute_code"
 UNAVAILABLE_MESSAGE = "the agent's tool {name!r} is not available at this step of the run"
