@@ -1,13 +1,15 @@
 """Connect time and call latency of ipybox's MCP connections, against the bare mcp SDK client.
 
-    .venv/bin/python benchmarks/bench_mcp_connections.py [--calls N] [--connects N] [--discover-modes M]
+    .venv/bin/python benchmarks/bench_mcp_connections.py [--calls N] [--warmup N] [--connects N]
+        [--discover-modes M]
 
 For each transport (stdio, Streamable HTTP, SSE) it measures, in the same run:
 
 - connect: spawn (stdio) + handshake + full tools/list, with ``McpRegistry.add`` vs ``mcp.Client``
   entered by hand, in ``legacy`` and ``auto`` mode;
 - one call: ``McpRegistry.call`` vs ``Client.call_tool`` on an open connection (median and p90 of N
-  sequential calls after a warm-up), for an unstructured (``echo``) and a structured (``add``) tool;
+  sequential calls after ``--warmup`` calls, default 20), for an unstructured (``echo``) and a
+  structured (``add``) tool, both on the same connection of each client;
 
 and what the ``auto`` mode's ``server/discover`` probe costs against a server that never answers
 unknown methods (10 s: leave ``auto`` out of ``--discover-modes``, default ``legacy,auto``, for a
@@ -36,7 +38,7 @@ from ipybox_core.mcp import McpRegistry
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--calls", "2", "--connects", "1", "--discover-modes", "legacy"]
+TINY_ARGS = ["--calls", "2", "--warmup", "1", "--connects", "1", "--discover-modes", "legacy"]
 
 STDERR_SINK = open(os.devnull, "w")  # noqa: SIM115 - a real file, like ipybox's stderr log
 EVERYTHING = Path(__file__).resolve().parent.parent / (
@@ -75,19 +77,23 @@ def summary(samples: list[float]) -> tuple[float, float]:
 
 
 async def call_latency(
-    config: dict[str, Any], tool: str, arguments: dict[str, Any], calls: int
-) -> tuple[tuple[float, float], tuple[float, float]]:
+    config: dict[str, Any], tools: list[tuple[str, dict[str, Any]]], calls: int, warmup: int
+) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """(SDK, ipybox) median and p90 of each tool's calls, both clients on one connection each."""
+    results = []
     async with sdk_client(config, "legacy") as client, McpRegistry() as registry:
         await registry.add("bench", config)
-        sdk_samples: list[float] = []
-        ipybox_samples: list[float] = []
-        for index in range(calls + 20):  # interleaved, so both see the same machine load
-            sdk = await time_it(lambda: client.call_tool(tool, arguments))
-            ours = await time_it(lambda: registry.call("bench", tool, arguments))
-            if index >= 20:
-                sdk_samples.append(sdk)
-                ipybox_samples.append(ours)
-    return summary(sdk_samples), summary(ipybox_samples)
+        for tool, arguments in tools:
+            sdk_samples: list[float] = []
+            ipybox_samples: list[float] = []
+            for index in range(calls + warmup):  # interleaved, so both see the same machine load
+                sdk = await time_it(lambda t=tool, a=arguments: client.call_tool(t, a))
+                ours = await time_it(lambda t=tool, a=arguments: registry.call("bench", t, a))
+                if index >= warmup:
+                    sdk_samples.append(sdk)
+                    ipybox_samples.append(ours)
+            results.append((summary(sdk_samples), summary(ipybox_samples)))
+    return results
 
 
 def start_http_server() -> tuple[subprocess.Popen[str], int]:
@@ -96,7 +102,7 @@ def start_http_server() -> tuple[subprocess.Popen[str], int]:
     return process, int(process.stdout.readline().split()[1])
 
 
-async def main(calls: int, connects: int, discover_modes: list[str]) -> None:
+async def main(calls: int, connects: int, discover_modes: list[str], warmup: int) -> None:
     process, port = start_http_server()
     try:
         configs = {
@@ -119,7 +125,7 @@ async def main(calls: int, connects: int, discover_modes: list[str]) -> None:
                 sdk_ms, ours_ms = statistics.median(sdk) * 1000, statistics.median(ours) * 1000
                 print(f"{name:<11} {mode:<7} {sdk_ms:9.1f} {ours_ms:9.1f} {ours_ms / sdk_ms:7.2f}")
 
-        print(f"\none call on an open connection, {calls} sequential calls, ms (median / p90)")
+        print(f"\none call on an open connection, {calls} sequential calls after {warmup}, ms (median / p90)")
         print(f"{'transport':<11} {'tool':<6} {'mcp SDK':>15} {'ipybox':>15} {'ratio':>7}")
         for name, config in configs.items():
             tools: list[tuple[str, dict[str, Any]]] = (
@@ -127,8 +133,8 @@ async def main(calls: int, connects: int, discover_modes: list[str]) -> None:
                 if "node" not in name
                 else [("echo", {"message": "hi"}), ("get-sum", {"a": 1, "b": 2})]
             )
-            for tool, arguments in tools:
-                (sdk_med, sdk_p90), (our_med, our_p90) = await call_latency(config, tool, arguments, calls)
+            latencies = await call_latency(config, tools, calls, warmup)
+            for (tool, _), ((sdk_med, sdk_p90), (our_med, our_p90)) in zip(tools, latencies, strict=True):
                 print(
                     f"{name:<11} {tool:<6} {sdk_med * 1000:7.2f} / {sdk_p90 * 1000:5.2f} "
                     f"{our_med * 1000:7.2f} / {our_p90 * 1000:5.2f} {our_med / sdk_med:7.2f}"
@@ -147,6 +153,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--connects", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=20, help="calls before the measured ones")
     parser.add_argument("--discover-modes", default="legacy,auto", help="modes for the server/discover probe")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.calls, arguments.connects, arguments.discover_modes.split(",")))
+    modes = arguments.discover_modes.split(",")
+    asyncio.run(main(arguments.calls, arguments.connects, modes, arguments.warmup))
