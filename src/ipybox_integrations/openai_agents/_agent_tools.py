@@ -8,6 +8,12 @@ the run that made the ``execute_code`` call. The tool's ``failure_error_function
 message of the ``ToolError`` the code gets (the SDK's default formatter unless the tool set one;
 ``None``: the exception's own message). Its input and output guardrails run too; a refusal
 (``reject_content`` or ``raise_exception``) is a ``ToolError`` for the code, not the end of the run.
+
+The tools of the agent's MCP servers (``Agent(mcp_servers=[...])``) are offered too, as the SDK
+lists them for the run (see ``_mcp_tools``): a call goes through the server object, with the
+server's ``require_approval`` as its ``needs_approval`` and the server's guardrails and failure
+formatter. A name both a function tool and an MCP tool use stays the function tool's; the MCP
+tool's is numbered (``add_2``, as code generation numbers clashing names).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import itertools
 import json
 import typing
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from agents import FunctionTool, RunContextWrapper
@@ -26,13 +33,17 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolInputGuardrailData, ToolOutputGuardrailData
 from pydantic import TypeAdapter
 
+from ipybox_core.codegen._names import NameScope
 from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import check_selection, pick
+from ipybox_integrations.openai_agents._mcp_tools import CallStopped, McpTool, call_mcp_tool, list_mcp_tools
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[FunctionTool], bool] | None"
-"""Which of the agent's function tools the code can call: ``None`` (default: all), ``True`` (all),
-``False`` (none), tool names, or a predicate."""
+"""Which of the agent's tools (function tools, its MCP servers' tools) the code can call: ``None``
+(default: all), ``True`` (all), ``False`` (none), tool names (as the code imports them), or a
+predicate over the ``FunctionTool`` (an MCP tool's is the SDK's conversion, whose
+``agents.tool.get_function_tool_origin(tool).type`` is ``ToolOriginType.MCP``)."""
 
 ToolApproval: TypeAlias = "bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]"
 """A ``FunctionTool.needs_approval``."""
@@ -40,37 +51,64 @@ ToolApproval: TypeAlias = "bool | Callable[[RunContextWrapper[Any], dict[str, An
 _calls = itertools.count(1)
 
 
+@dataclass(frozen=True)
+class Offered:
+    """One tool of the agent the code can call, under ``name``."""
+
+    name: str
+    tool: FunctionTool
+    mcp: McpTool | None = None
+    """Where an MCP tool's calls go (``None``: a function tool of the agent)."""
+
+    def signature(self) -> tuple[str, object]:
+        return (self.name, id(self.tool) if self.mcp is None else self.mcp.signature())
+
+    def host_tool(self) -> HostTool:
+        return _host_tool(self.tool) if self.mcp is None else _mcp_host_tool(self.name, self.mcp)
+
+
 class AgentTools:
-    """The agent's function tools the code calls, registered as host tools of the executor."""
+    """The agent's tools the code calls, registered as host tools of the executor."""
 
     def __init__(self, selection: AgentToolSelection, *, hosts: bool, exclude: Callable[[Any], bool]) -> None:
         self._selection = check_selection(selection, hosts=hosts)
         self._exclude = exclude
-        self._signature: tuple[tuple[str, int], ...] | None = None
+        self._signature: tuple[tuple[str, object], ...] | None = None
         self._approvals: dict[str, ToolApproval] = {}
+        self._mcp: list[McpTool] = []
         self._syncing = asyncio.Lock()
 
-    def select(self, agent: Any) -> list[FunctionTool]:
-        """The agent's function tools the selection takes (never ``execute_code`` itself)."""
+    async def select(self, agent: Any, context: Any = None) -> list[Offered]:
+        """The agent's tools the selection takes (never ``execute_code`` itself): its function
+        tools, then its MCP servers' tools as listed for the run of ``context``."""
         if self._selection is False or agent is None:
             return []
         tools = [
             t for t in getattr(agent, "tools", ()) if isinstance(t, FunctionTool) and not self._exclude(t)
         ]
-        return pick(tools, self._selection, lambda tool: tool.name)
+        self._mcp = await list_mcp_tools(agent, context, self._mcp)
+        names = NameScope(tool.name for tool in tools)
+        offered = [Offered(tool.name, tool) for tool in tools]
+        offered += [Offered(names.claim(mcp.tool.name), mcp.tool, mcp) for mcp in self._mcp]
+        selection = self._selection
+        if callable(selection):  # a predicate over FunctionTools
+            return [offer for offer in offered if selection(offer.tool)]
+        return pick(offered, selection, lambda offer: offer.name)
 
-    async def sync(self, source: Any, agent: Any) -> bool:
+    async def sync(self, source: Any, agent: Any, context: Any = None) -> bool:
         """Register ``agent``'s selected tools with ``source`` if they changed; True when they did."""
-        tools = self.select(agent)
-        signature = tuple((tool.name, id(tool)) for tool in tools)
         register = getattr(source, "register_host_tools", None)
+        if register is None:
+            return False
         # One registration per change: runs of one agent started together (two users' first turns)
         # must not each register and each rebuild the kernel agent's tools under the other's run.
         async with self._syncing:
-            if signature == self._signature or register is None:
+            offered = await self.select(agent, context)
+            signature = tuple(offer.signature() for offer in offered)
+            if signature == self._signature:
                 return False
-            await register([_host_tool(tool) for tool in tools])
-            self._approvals = {tool.name: tool.needs_approval for tool in tools}
+            await register([offer.host_tool() for offer in offered])
+            self._approvals = {offer.name: offer.tool.needs_approval for offer in offered}
             self._signature = signature
             return True
 
@@ -93,8 +131,27 @@ def _host_tool(tool: FunctionTool) -> HostTool:
     )
 
 
-async def invoke(tool: FunctionTool, call: HostCall) -> Any:
-    """Run ``tool`` as the SDK would, in a ``ToolContext`` of the run bound for the execution."""
+def _mcp_host_tool(name: str, mcp: McpTool) -> HostTool:
+    async def run(call: HostCall) -> Any:
+        return await invoke(mcp.tool, call, lambda context: call_mcp_tool(mcp, context, call.arguments))
+
+    schema = mcp.input_schema
+    return HostTool(
+        name=name,
+        run=run,
+        description=mcp.tool.description,
+        input_schema=_kernel_schema(mcp.tool.params_json_schema) if schema is None else schema,
+        output_schema=mcp.output_schema,
+        read_only=mcp.read_only,
+        timeout=mcp.tool.timeout_seconds,
+    )
+
+
+async def invoke(
+    tool: FunctionTool, call: HostCall, does: Callable[[ToolContext[Any]], Awaitable[Any]] | None = None
+) -> Any:
+    """Run ``tool`` as the SDK would, in a ``ToolContext`` of the run bound for the execution
+    (``does``: what the call does instead of the tool's own invocation, e.g. an MCP call)."""
     outer = call.context if isinstance(call.context, RunContextWrapper) else None
     arguments = json.dumps(call.arguments, ensure_ascii=False)
     run: dict[str, Any] = {}
@@ -114,23 +171,25 @@ async def invoke(tool: FunctionTool, call: HostCall) -> Any:
     try:
         agent: Any = context.agent  # the run's agent (the SDK's data types want an Agent)
         await _guard(tool, tool.tool_input_guardrails, ToolInputGuardrailData(context, agent))
-        if unhandled is None:
+        if does is not None:
+            output = await does(context)
+        elif unhandled is None:
             output = await tool.on_invoke_tool(context, arguments)
         else:
             output = await unhandled(context, arguments)
         data = ToolOutputGuardrailData(context, agent, output)
         await _guard(tool, tool.tool_output_guardrails, data)
         return output
-    except _Tripped as tripped:
-        raise ToolError(str(tripped), server=HOST_SERVER, tool=tool.name) from None
+    except CallStopped as stopped:
+        raise ToolError(str(stopped), server=HOST_SERVER, tool=call.tool) from None
     except Exception as error:
         message = None
-        if unhandled is not None:
+        if unhandled is not None or does is not None:
             message = await maybe_invoke_function_tool_failure_error_function(
                 function_tool=tool, context=context, error=error
             )
         raise ToolError(
-            message or str(error) or type(error).__name__, server=HOST_SERVER, tool=tool.name
+            message or str(error) or type(error).__name__, server=HOST_SERVER, tool=call.tool
         ) from error
 
 
@@ -160,19 +219,15 @@ def _nullable(prop: dict[str, Any]) -> bool:
     )
 
 
-class _Tripped(Exception):
-    """A guardrail of the tool refused the call or its output."""
-
-
 async def _guard(tool: FunctionTool, guardrails: Sequence[Any] | None, data: Any) -> None:
     """Run the tool's input or output guardrails as the SDK would: ``reject_content`` and
     ``raise_exception`` both stop the call (the code gets ``ToolError``; the run goes on)."""
     for guardrail in guardrails or ():
         behavior = (await guardrail.run(data)).behavior
         if behavior["type"] == "reject_content":
-            raise _Tripped(behavior["message"])
+            raise CallStopped(behavior["message"])
         if behavior["type"] == "raise_exception":
-            raise _Tripped(f"guardrail {guardrail.get_name()!r} of tool {tool.name!r} stopped the call")
+            raise CallStopped(f"guardrail {guardrail.get_name()!r} of tool {tool.name!r} stopped the call")
 
 
 def _output_schema(tool: FunctionTool) -> dict[str, Any] | None:

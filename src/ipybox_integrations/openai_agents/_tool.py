@@ -227,7 +227,7 @@ class CodeActionTool(FunctionTool):
 
         async def compose(context: RunContextWrapper[Any], agent: Agent[Any]) -> str:
             notes = await self._move_on(self.conversation_of(context))
-            await self._sync_agent_tools(agent)
+            await self._sync_agent_tools(agent, context)
             text = base(context, agent) if callable(base) else base
             if inspect.isawaitable(text):
                 text = await text
@@ -296,7 +296,7 @@ class CodeActionTool(FunctionTool):
 
     async def _invoke(self, context: ToolContext[Any], arguments: str) -> Any:
         conversation = self.conversation_of(context)
-        await self._sync_agent_tools(context.agent)
+        await self._sync_agent_tools(context.agent, context)
         session = await self.conversations.session(conversation)
         notes = self._notes.take(conversation, session)
         tools = session.executor.tool_summaries()
@@ -367,8 +367,8 @@ class CodeActionTool(FunctionTool):
         if self._proxies.learn(stop):
             self._refresh_tools()
 
-    async def _sync_agent_tools(self, agent: Any) -> None:
-        if await self._agent_tools.sync(self.conversations.source, agent):
+    async def _sync_agent_tools(self, agent: Any, context: RunContextWrapper[Any]) -> None:
+        if await self._agent_tools.sync(self.conversations.source, agent, context):
             self._proxies.invalidate()
 
     def _refresh_tools(self) -> None:
