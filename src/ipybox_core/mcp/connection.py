@@ -50,7 +50,11 @@ from ipybox_core.errors import (
     UnknownToolError,
 )
 from ipybox_core.kernel._stale_dirs import mark_owner
-from ipybox_core.mcp._first_call import build_call_models, build_output_validator
+from ipybox_core.mcp._first_call import (
+    build_call_models,
+    build_output_validator,
+    compile_output_validators_soon,
+)
 from ipybox_core.mcp._lenient import LenientTransport
 from ipybox_core.mcp._listing import list_all_tools
 from ipybox_core.mcp._schema_import import (
@@ -129,6 +133,8 @@ class _Session:
     """For the first call that succeeds on this session: it replaced one that ended by itself."""
     prepared: set[str] = field(default_factory=set)
     """The tools whose first call's work is done on this connection (see :meth:`McpConnection.tool`)."""
+    validators_compiled: asyncio.Future[None] | None = None
+    """Done when the validators compiled right after connecting are (``None``: none to compile)."""
 
     @property
     def usable(self) -> bool:
@@ -357,6 +363,10 @@ class McpConnection:
         self.last_connect_seconds = time.monotonic() - started
         if any(tool.output_schema is not None for tool in tools):  # off the first call's path
             import_jsonschema_in_background()
+            if session.client is not None:
+                session.validators_compiled = compile_output_validators_soon(
+                    session.client.session, alive=lambda: session.usable
+                )
         return session
 
     async def _wait_ready(self, session: _Session, started: float) -> list[ToolInfo]:

@@ -1,10 +1,11 @@
 """A call held for approval has its first-call work done before the approval (issue 25).
 
 The MCP client compiles a tool's output-schema validator on the tool's first structured result: in
-a process that resumed an approval flow, right after the human approved. The tool server looks a
-call's tool up before deciding it, and the lookup compiles it. Real test MCP server over stdio, real
-tool server; the kernel side is the runtime in a thread, as in the tool server's own tests. (On the
-previous code the validator is compiled by the call, after the approval: both tests fail.)
+a process that resumed an approval flow, right after the human approved. Connecting compiles the
+validators of the listed tools, and the tool server's lookup of a call's tool (before it decides the
+call) compiles any still missing. Real test MCP server over stdio, real tool server; the kernel side
+is the runtime in a thread, as in the tool server's own tests. (On the previous code the validator
+is compiled by the call, after the approval: every test here fails.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from ipybox_core import runtime
 from ipybox_core.approval import ApprovalGate, ApprovalRequest
-from ipybox_core.mcp import McpConnection, McpRegistry
+from ipybox_core.mcp import McpConnection, McpRegistry, _first_call
 from ipybox_core.mcp._first_call import has_output_validator
 from ipybox_core.mcp._schema_import import import_jsonschema
 from ipybox_core.toolserver import ToolServer
@@ -35,11 +36,30 @@ def compiled(connection: McpConnection, tool: str) -> bool:
 
 
 @pytest.fixture
-async def registry(stdio_server_config: dict[str, Any]) -> AsyncIterator[McpRegistry]:
+async def registry(
+    stdio_server_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[McpRegistry]:
+    """The test server, connected, without compiling validators when connecting (the lookups do)."""
+    monkeypatch.setattr(_first_call, "BACKGROUND_VALIDATORS", 0)
     async with McpRegistry() as registry:
         await registry.add("test", stdio_server_config)
         import_jsonschema()  # the connection started it in the background: done before the calls
         yield registry
+
+
+async def test_connecting_compiles_the_validators_of_the_listed_tools(
+    stdio_server_config: dict[str, Any],
+) -> None:
+    async with McpRegistry() as registry:
+        await registry.add("test", stdio_server_config)
+        connection = registry.connection("test")
+        session = connection._session
+        assert session is not None and session.validators_compiled is not None
+        await asyncio.wait_for(session.validators_compiled, 120)
+        with_schema = sorted(tool.name for tool in connection.tools if tool.output_schema is not None)
+        assert {"add", "stats"} <= set(with_schema)
+        assert [name for name in with_schema if not compiled(connection, name)] == []
+        assert not compiled(connection, "echo")  # no output schema
 
 
 async def test_a_held_call_has_its_output_validator_compiled_before_the_approval(
