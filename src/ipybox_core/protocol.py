@@ -56,13 +56,15 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from ipybox_core.approval import ApprovalRequest, ApprovalRules
+from ipybox_core.approval import ApprovalDecision, ApprovalRequest, ApprovalRules
+from ipybox_core.approval.request import CallOutcome
 from ipybox_core.approval.rules_file import parse_rules
 from ipybox_core.errors import (
     ApprovalError,
@@ -76,6 +78,9 @@ from ipybox_core.errors import (
     ServiceError,
 )
 from ipybox_core.mcp.types import ToolAnnotations
+
+if TYPE_CHECKING:
+    from ipybox_core.executor import ToolCall
 
 PREFIX = "ipybox.dev/"
 SESSION = PREFIX + "session"
@@ -95,6 +100,11 @@ HOST_TOOLS = PREFIX + "host_tools"
 """The application's agent tools (their definitions) that the code of this execution can call."""
 HOST_CALL = PREFIX + "host_call"
 """A round that hands the code's call of an agent tool to the application, to run there."""
+TOOL_CALL = "tool_call"
+"""The key of a decided call of the code in an ``ipybox.dev/output`` notification (beside the
+output's ``stream`` and ``text``)."""
+TOOL_CALL_CHARS = 1_000_000
+"""The longest result text a relayed tool call keeps (its structured content goes when longer)."""
 
 # --- names --------------------------------------------------------------------------------------
 
@@ -279,6 +289,7 @@ def approval_data(request: ApprovalRequest) -> dict[str, Any]:
         "tool": request.tool,
         "args": request.args,
         "annotations": {k: v for k, v in dataclasses.asdict(request.annotations).items() if v is not None},
+        "input_schema": request.input_schema,
     }
 
 
@@ -295,11 +306,60 @@ def approval_from_data(data: object) -> ApprovalRequest:
             tool=str(data["tool"]),
             args=dict(data["args"]),
             annotations=ToolAnnotations(**dict(data.get("annotations") or {})),
+            input_schema=schema if isinstance(schema := data.get("input_schema"), dict) else None,
         )
         request.id = str(data["id"])
     except (KeyError, TypeError, ValueError) as error:
         raise ServiceError(f"the service sent an approval this client cannot read: {error}") from None
     return request
+
+
+def tool_call_data(call: ToolCall, *, max_chars: int = TOOL_CALL_CHARS) -> dict[str, Any]:
+    """A decided call of the code (a :class:`~ipybox_core.executor.ToolCall`) as JSON data; a
+    result longer than ``max_chars`` keeps the head of its text and drops its structured content."""
+    decision, outcome = call.decision, call.outcome
+    structured, text = outcome.structured, outcome.text
+    if len(text) > max_chars or len(json.dumps(structured, default=str)) > max_chars:
+        structured, text = None, text[:max_chars] + f"\n... ({len(text) - max_chars} more characters)"
+    return {
+        "request": approval_data(call.request),
+        "decision": {
+            "approved": decision.approved,
+            "decided_by": decision.decided_by,
+            "reason": decision.reason,
+            "arguments": decision.arguments,
+        },
+        "outcome": {"ok": outcome.ok, "structured": structured, "text": text, "error": outcome.error},
+    }
+
+
+def tool_call_parts(data: object) -> tuple[dict[str, Any], ApprovalDecision, CallOutcome]:
+    """The request data, decision and outcome :func:`tool_call_data` encoded.
+
+    Raises:
+        ServiceError: ``data`` is not a tool call.
+    """
+    try:
+        assert isinstance(data, Mapping)
+        decision, outcome = dict(data["decision"]), dict(data["outcome"])
+        arguments = decision.get("arguments")
+        return (
+            dict(data["request"]),
+            ApprovalDecision(
+                approved=decision["approved"] is True,
+                decided_by=str(decision["decided_by"]),
+                reason=decision.get("reason") if isinstance(decision.get("reason"), str) else None,
+                arguments=dict(arguments) if isinstance(arguments, Mapping) else None,
+            ),
+            CallOutcome(
+                ok=outcome["ok"] is True,
+                structured=outcome.get("structured"),
+                text=str(outcome.get("text") or ""),
+                error=outcome.get("error") if isinstance(outcome.get("error"), str) else None,
+            ),
+        )
+    except (AssertionError, KeyError, TypeError, ValueError) as error:
+        raise ServiceError(f"the service sent a tool call this client cannot read: {error!r}") from None
 
 
 def result_data(

@@ -109,13 +109,13 @@ class ApprovalRequest:
         self.annotations = annotations or ToolAnnotations()
         self.input_schema = input_schema
         """The tool's JSON Schema for its arguments (to check an edit before sending it); ``None``
-        for shell commands and requests relayed from ``ipybox serve``."""
+        for shell commands."""
         self.output_mark = output_mark
         """The output mark the kernel published before this request (the executor hands the
         request out once the output up to it was handed out); None if the kernel sent none."""
         self.created_at = time.time()
         self._future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        self._outcome: asyncio.Future[CallOutcome] | None = None
+        self._outcome: asyncio.Future[CallOutcome | None] | None = None
 
     @property
     def args(self) -> dict[str, Any]:
@@ -182,14 +182,16 @@ class ApprovalRequest:
         if self._outcome is None:
             self._outcome = asyncio.get_running_loop().create_future()
 
-    def finish(self, outcome: CallOutcome) -> None:
-        """Report what the call came to (once; later reports are ignored)."""
+    def finish(self, outcome: CallOutcome | None) -> None:
+        """Report what the call came to (once; later reports are ignored); ``None``: it will not be
+        known (:meth:`outcome` then returns ``None``)."""
         if self._outcome is not None and not self._outcome.done():
             self._outcome.set_result(outcome)
 
     async def outcome(self) -> CallOutcome | None:
         """What the call came to once it ran (or was refused): the tool's result, for traces and
-        events. ``None`` where nobody reports it (a request relayed from ``ipybox serve``)."""
+        events. ``None`` where nobody reports it (over ``RemoteSessions``: the execution went on
+        without this client)."""
         if self._outcome is None:
             return None
         return await asyncio.shield(self._outcome)

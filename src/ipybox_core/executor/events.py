@@ -85,7 +85,7 @@ class ToolCall:
     Streamed for every decided call, also those the approval policy let through (or refused)
     without asking; a call the application was asked about was an :class:`ApprovalRequest` event
     first (``request`` is that object). Shell commands are not tool calls. Over ``RemoteSessions``
-    (an ipybox service) these events are not relayed yet.
+    (an ipybox service) they come relayed with the output.
     """
 
     request: ApprovalRequest

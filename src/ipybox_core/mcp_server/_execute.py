@@ -238,7 +238,7 @@ async def drive(
     """Run ``execution`` until it ends, or until the client must be asked in a new round; its
     output goes to the client as it is printed (:class:`OutputRelay`). Without ``ctx`` (an
     execution the approvals inbox continued, no request to answer) every question is parked."""
-    from ipybox_core.executor import ExecutionResult, OutputChunk  # loaded with the executor
+    from ipybox_core.executor import ExecutionResult, OutputChunk, ToolCall  # loaded with the executor
 
     relay = OutputRelay(ctx, limit=call.max_chars)
     try:
@@ -253,6 +253,8 @@ async def drive(
                 return await relay.finish(_ask_host(state, event))
             if isinstance(event, OutputChunk):
                 await relay.send(event)
+            elif isinstance(event, ToolCall):
+                await relay.send_call(event)
             elif isinstance(event, ExecutionResult):
                 event = _explain_missing_server(service, event)
                 return await relay.finish(execution_result(event, max_chars=call.max_chars))

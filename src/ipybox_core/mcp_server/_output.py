@@ -14,7 +14,7 @@ from ipybox_core import protocol
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
-    from ipybox_core.executor import OutputChunk
+    from ipybox_core.executor import OutputChunk, ToolCall
 
 RoundT = TypeVar("RoundT", CallToolResult, InputRequiredResult)
 
@@ -43,7 +43,7 @@ class OutputRelay:
         self._on = ctx is not None and protocol.meta_value(meta, "progress_token") is not None
         self._as_json = protocol.meta_value(meta, protocol.OUTPUT) is True
         self._room = limit
-        self._held: list[OutputChunk] = []
+        self._held: list[OutputChunk | dict[str, Any]] = []  # output, and calls as data
         self._live = False
         self._lock = asyncio.Lock()  # notifications go out one at a time, in order
         self._timer = asyncio.get_running_loop().call_later(live_after, self._go_live) if self._on else None
@@ -58,6 +58,15 @@ class OutputRelay:
             chunk = type(chunk)(chunk.text[: self._room], chunk.stream)
         self._room -= len(chunk.text)
         self._held.append(chunk)
+        if self._live:
+            await self._flush()
+
+    async def send_call(self, call: ToolCall) -> None:
+        """Relay a decided call of the code (to ``ipybox.dev/output`` clients only), in order with
+        the output; it counts one unit of ``progress``, whatever the output limit."""
+        if not self._on or not self._as_json:
+            return
+        self._held.append(protocol.tool_call_data(call))
         if self._live:
             await self._flush()
 
@@ -78,7 +87,7 @@ class OutputRelay:
         if self.sent:
             meta[protocol.STREAMED] = self.sent
         if self._held and self._as_json:
-            meta[protocol.HELD_OUTPUT] = [{"stream": c.stream, "text": c.text} for c in self._held]
+            meta[protocol.HELD_OUTPUT] = [_item(held) for held in self._held]
         if meta:
             result.meta = {**(result.meta or {}), **meta}
         return result
@@ -90,12 +99,21 @@ class OutputRelay:
 
     async def _flush(self) -> None:
         async with self._lock:
-            chunks, self._held = self._held, []
-            for chunk in chunks:
-                self.sent += len(chunk.text)
-                text = (
-                    json.dumps({"stream": chunk.stream, "text": chunk.text}) if self._as_json else chunk.text
-                )
+            items, self._held = self._held, []
+            for item in items:
+                self.sent += 1 if isinstance(item, dict) else len(item.text)
+                if self._as_json:
+                    text = json.dumps(_item(item), ensure_ascii=False, default=str)
+                else:
+                    assert not isinstance(item, dict)  # calls go to ipybox.dev/output clients only
+                    text = item.text
                 with contextlib.suppress(Exception):  # the client went away: the request ends anyway
                     assert self._ctx is not None  # on only with a request to notify
                     await self._ctx.report_progress(self.sent, None, text)
+
+
+def _item(held: OutputChunk | dict[str, Any]) -> dict[str, Any]:
+    """A held output chunk or call as an ``ipybox.dev/output`` client reads it."""
+    if isinstance(held, dict):
+        return {protocol.TOOL_CALL: held}
+    return {"stream": held.stream, "text": held.text}

@@ -145,13 +145,15 @@ class ServiceConnection:
         input_responses: InputResponses | None = None,
         request_state: str | None = None,
         on_output: OnOutput | None = None,
+        on_tool_call: OnToolCall | None = None,
         rules: ApprovalRules | None = None,
         host_tools: list[dict[str, Any]] | None = None,
     ) -> Round:
         """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
         the code's output as it is printed, all of it before this returns; ``rules`` narrow the
         service's approval rules for this call; ``host_tools`` are the definitions of the agent
-        tools its code can call."""
+        tools its code can call; ``on_tool_call(data)`` gets each decided call of the code, in
+        order with the output (``ipybox.dev/output``)."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
@@ -161,7 +163,7 @@ class ServiceConnection:
             meta[protocol.RULES] = protocol.rules_data(rules)
         if host_tools is not None:
             meta[protocol.HOST_TOOLS] = host_tools
-        output = _Output(on_output) if on_output is not None else None
+        output = _Output(on_output, on_tool_call) if on_output is not None else None
         if output is not None:
             meta[protocol.OUTPUT] = True
         try:
@@ -270,13 +272,16 @@ class _Unreachable(Exception):
 
 OnOutput = Callable[[str, str], None]
 """Receives ``(stream, text)`` of the code's output as it is printed."""
+OnToolCall = Callable[[Any], None]
+"""Receives each decided call of the code, as ``protocol.tool_call_data`` encoded it."""
 
 
 class _Output:
     """The output notifications of one round, handed on in order, each once."""
 
-    def __init__(self, on_output: OnOutput) -> None:
+    def __init__(self, on_output: OnOutput, on_tool_call: OnToolCall | None = None) -> None:
         self._on_output = on_output
+        self._on_tool_call = on_tool_call
         self._seen = 0.0
         self._arrived = asyncio.Event()
 
@@ -285,12 +290,20 @@ class _Output:
             return
         try:
             data = json.loads(message)
-            stream, text = str(data["stream"]), str(data["text"])
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
+            return
+        if not isinstance(data, dict) or not (protocol.TOOL_CALL in data or "text" in data):
             return
         self._seen = progress
         self._arrived.set()
-        self._on_output("stderr" if stream == "stderr" else "stdout", text)
+        self._hand_on(data)
+
+    def _hand_on(self, item: dict[str, Any]) -> None:
+        if protocol.TOOL_CALL in item:
+            if self._on_tool_call is not None:
+                self._on_tool_call(item[protocol.TOOL_CALL])
+        elif isinstance(item.get("text"), str):
+            self._on_output("stderr" if item.get("stream") == "stderr" else "stdout", item["text"])
 
     async def complete(self, meta: Any) -> None:
         """Wait (briefly) for notifications still in flight when the round's result came, then
@@ -306,9 +319,9 @@ class _Output:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._arrived.wait(), remaining)
         held = protocol.meta_value(meta, protocol.HELD_OUTPUT)
-        for chunk in held if isinstance(held, list) else ():
-            if isinstance(chunk, dict) and isinstance(chunk.get("text"), str):
-                self._on_output("stderr" if chunk.get("stream") == "stderr" else "stdout", chunk["text"])
+        for item in held if isinstance(held, list) else ():
+            if isinstance(item, dict):
+                self._hand_on(item)
 
 
 async def _never_inline(context: Any, params: Any) -> ElicitResult:

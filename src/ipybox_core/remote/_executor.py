@@ -13,14 +13,14 @@ from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredR
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalDecision, ApprovalRequest, ApprovalRules
-from ipybox_core.errors import CodeError, ExecutorBusy
-from ipybox_core.executor import Execution, ExecutionResult, OutputChunk
+from ipybox_core.errors import CodeError, ExecutorBusy, ServiceError
+from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.executor.execution import Emit
 from ipybox_core.executor.executor import run_to_end
 from ipybox_core.hosttools import HostTool
 from ipybox_core.hosttools._wire import call_from_data
 from ipybox_core.protocol import MOVED_ON
-from ipybox_core.remote._connection import OnOutput, Round, ServiceConnection
+from ipybox_core.remote._connection import OnOutput, OnToolCall, Round, ServiceConnection
 from ipybox_core.remote._host_tools import RemoteHostTools, joined_reference
 
 
@@ -97,12 +97,13 @@ class RemoteExecutor:
 
         host_tools = self._host.data
 
-        async def first(emit: Emit) -> Round:
+        async def first(emit: Emit, rounds: _Rounds) -> Round:
             return await self._connection.execute(
                 self.session,
                 arguments=arguments,
                 call=call_id,
                 on_output=_chunks(emit),
+                on_tool_call=self._calls(emit, rounds),
                 rules=self.approval_rules,
                 host_tools=host_tools,
             )
@@ -132,7 +133,7 @@ class RemoteExecutor:
         if _error_kind(first) == "gone":
             return None
 
-        async def again(emit: Emit) -> Round:
+        async def again(emit: Emit, rounds: _Rounds) -> Round:
             return first
 
         return self._execution(again, arguments, call_id)
@@ -207,6 +208,7 @@ class RemoteExecutor:
             body = asyncio.ensure_future(
                 self._rounds(await_first=first, emit=emit, rounds=rounds, cancelled=cancelled)
             )
+            body.add_done_callback(lambda _: rounds.unreported())
             stop = asyncio.ensure_future(cancelled.wait())
             try:
                 await asyncio.wait({body, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -244,7 +246,7 @@ class RemoteExecutor:
         rounds: _Rounds,
         cancelled: asyncio.Event,
     ) -> ExecutionResult:
-        reply: Round = await await_first(emit)
+        reply: Round = await await_first(emit, rounds)
         while isinstance(reply, InputRequiredResult):
             key = next(iter(reply.input_requests or {}), "")
             state = reply.request_state or ""
@@ -260,9 +262,12 @@ class RemoteExecutor:
                     request_state=state,
                     call=rounds.call_id,
                     on_output=_chunks(emit),
+                    on_tool_call=self._calls(emit, rounds),
                 )
                 continue
             request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
+            request.expect_outcome()  # the service relays what the call came to
+            rounds.asked[request.id] = request
             rounds.waiting.append(_Question(key, state, request))
             emit(request)
             decision = await request.wait()
@@ -287,9 +292,27 @@ class RemoteExecutor:
                 request_state=state,
                 call=rounds.call_id,
                 on_output=_chunks(emit),
+                on_tool_call=self._calls(emit, rounds),
             )
             rounds.waiting.clear()
         return _result(reply)
+
+    def _calls(self, emit: Emit, rounds: _Rounds) -> OnToolCall:
+        """Hands each decided call the service relays on as a :class:`ToolCall` event (with the
+        request this execution was asked about, whose :meth:`~ApprovalRequest.outcome` it gives)."""
+
+        def on_tool_call(data: Any) -> None:
+            try:
+                request_data, decision, outcome = protocol.tool_call_parts(data)
+                request = rounds.asked.get(str(request_data.get("id"))) or protocol.approval_from_data(
+                    request_data
+                )
+            except ServiceError:
+                return  # not one this client reads: the call itself is not affected
+            request.finish(outcome)
+            emit(ToolCall(request, decision, outcome))
+
+        return on_tool_call
 
     def _finished(self, execution: Execution) -> None:
         if self._active is execution:
@@ -317,6 +340,14 @@ class _Rounds:
     handoff: list[Round] = field(default_factory=list)
     running: tuple[str, str] | None = None
     """The input key and request state of the agent tool call this process runs for the code."""
+    asked: dict[str, ApprovalRequest] = field(default_factory=dict)
+    """The requests this execution was asked about, by id (their outcome comes relayed)."""
+
+    def unreported(self) -> None:
+        """The rounds ended: an outcome not relayed by now will not come (the execution went on
+        elsewhere, or ended)."""
+        for request in self.asked.values():
+            request.finish(None)
 
 
 def _chunks(emit: Emit) -> OnOutput:

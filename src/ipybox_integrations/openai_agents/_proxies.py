@@ -164,7 +164,7 @@ class ProxyTools:
             await request.accept()
         except ApprovalError as error:
             return f"not executed: {error}"
-        # The span's output is what the MCP call returned (where it is reported: not over ipybox serve).
+        # The span's output is what the MCP call returned (where it is reported).
         return outcome_text(await request.outcome())
 
 

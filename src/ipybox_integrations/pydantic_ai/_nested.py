@@ -60,7 +60,7 @@ class HeldCallToolset(AbstractToolset[Any]):
             edited = None if tool_args == self.request.args else dict(tool_args)
             await self.request.accept(arguments=edited)
         # The span and the tool result of this call are what the MCP tool returned, as for a
-        # native tool (where the outcome is not reported, e.g. over ipybox serve: that it was sent).
+        # native tool (where the outcome is not reported: that it was sent).
         outcome = await self.request.outcome()
         if outcome is None:
             return UNREPORTED
