@@ -6,11 +6,14 @@ from ipybox_core.executor.events import DisplayOutput, ExecutionEvent, Execution
 from ipybox_core.executor.execution import Execution
 from ipybox_core.executor.executor import DEFAULT_TIMEOUT, CodeExecutor, RegisteredServer
 from ipybox_core.executor.options import ExecutorOptions
+from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "CodeExecutor",
     "DisplayOutput",
+    "ElicitationAnswer",
+    "ElicitationRequest",
     "Execution",
     "ExecutionEvent",
     "ExecutionResult",

@@ -1,4 +1,5 @@
-"""What an execution streams: output, rich displays, approval requests, tool calls, the final result."""
+"""What an execution streams: output, rich displays, approval requests, MCP servers' questions, tool
+calls, the final result."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, Literal, TypeAlias
 
 from ipybox_core.approval import ApprovalDecision, ApprovalRequest, CallOutcome
 from ipybox_core.errors import CodeError
+from ipybox_core.mcp.elicitation import ElicitationRequest
 
 
 @dataclass(frozen=True)
@@ -127,5 +129,11 @@ class ToolCall:
         return self.decided_by.startswith("policy:")
 
 
-ExecutionEvent: TypeAlias = OutputChunk | DisplayOutput | ApprovalRequest | ToolCall | ExecutionResult
-"""Everything :meth:`CodeExecutor.stream` yields; the last event is always an :class:`ExecutionResult`."""
+ExecutionEvent: TypeAlias = (
+    OutputChunk | DisplayOutput | ApprovalRequest | ElicitationRequest | ToolCall | ExecutionResult
+)
+"""Everything :meth:`CodeExecutor.stream` yields; the last event is always an :class:`ExecutionResult`.
+
+An :class:`~ipybox_core.mcp.elicitation.ElicitationRequest` is an MCP server's question during a call
+of the code (a ``CodeExecutor`` without ``mcp_elicit``): answer it before asking for the next event,
+or it is declined."""

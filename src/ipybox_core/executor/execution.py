@@ -7,10 +7,12 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Literal, overload
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled
 from ipybox_core.executor.events import ExecutionEvent, ExecutionResult
+from ipybox_core.mcp.elicitation import ElicitationRequest
 from ipybox_core.protocol import CANCELLED_BY_APP
 
 Emit = Callable[[ExecutionEvent], None]
@@ -28,11 +30,20 @@ class _End:
 
 _END = _End()
 
+WENT_ON = "the execution's consumer asked for its next event without answering"
+NOT_A_STOP = "next_stop() does not hand out questions (next_stop(questions=True) does)"
+ENDED = "the execution ended before anyone answered"
+
 
 class Execution:
-    """Events of one execution, in order: output chunks, displays, approval requests and tool calls
-    as they happen, then one :class:`ExecutionResult` (or the raised :class:`ExecutionTimeout`,
+    """Events of one execution, in order: output chunks, displays, approval requests, MCP servers'
+    questions (:class:`~ipybox_core.mcp.elicitation.ElicitationRequest`) and tool calls as they
+    happen, then one :class:`ExecutionResult` (or the raised :class:`ExecutionTimeout`,
     :class:`KernelDied` or :class:`ExecutionCancelled`).
+
+    A question is answered before the consumer asks for the next event: one left open then (a
+    consumer that does not know questions), or when the execution ends or is cancelled, is
+    declined, so the server's call goes on.
 
     The code runs in a background task from the first iteration on, so kernel output is consumed
     even while the application thinks about an approval. Iterate it with ``async for``; use it as
@@ -52,6 +63,8 @@ class Execution:
         self._queue: asyncio.Queue[ExecutionEvent | _Failed | _End] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._pending: list[ApprovalRequest] = []
+        self._questions: list[ElicitationRequest] = []
+        self._handed: list[ElicitationRequest] = []  # questions handed out, answered before the next event
         self._exhausted = False
         self._delivered = False  # the result (or the failure) was handed out
         self._cancelled: str | None = None  # the reason, once cancelled
@@ -74,6 +87,9 @@ class Execution:
         if self._exhausted:
             raise StopAsyncIteration
         self.start()
+        handed, self._handed = self._handed, []
+        for question in handed:  # the consumer went on without answering
+            question.decline_unanswered(WENT_ON)
         item = await self._queue.get()
         if isinstance(item, _End):
             self._exhausted = True
@@ -83,6 +99,8 @@ class Execution:
             raise item.error
         if isinstance(item, ExecutionResult):
             self._delivered = True
+        elif isinstance(item, ElicitationRequest):
+            self._handed.append(item)
         return item
 
     async def __aenter__(self) -> Execution:
@@ -125,24 +143,49 @@ class Execution:
         """Approval requests of this execution that still wait for a decision."""
         return [request for request in self._pending if request.pending]
 
+    @property
+    def pending_questions(self) -> list[ElicitationRequest]:
+        """MCP servers' questions of this execution that still wait for an answer."""
+        return [question for question in self._questions if question.pending]
+
     def resurface(self) -> None:
-        """Hand out the pending approval requests again, before any event still queued: for a new
-        consumer that picks up an execution whose earlier consumer stopped at a request."""
+        """Hand out the pending approval requests and questions again, before any event still
+        queued: for a new consumer that picks up an execution whose earlier consumer stopped at one."""
         queued: list[ExecutionEvent | _Failed | _End] = []
         while not self._queue.empty():
             queued.append(self._queue.get_nowait())
-        again = [request for request in self.pending_approvals if request not in queued]
+        self._handed = []
+        waiting: list[ApprovalRequest | ElicitationRequest] = [
+            *self.pending_approvals,
+            *self.pending_questions,
+        ]
+        again = [request for request in waiting if not any(request is item for item in queued)]
         for item in [*again, *queued]:
             self._queue.put_nowait(item)
 
-    async def next_stop(self) -> ApprovalRequest | ExecutionResult:
+    @overload
+    async def next_stop(self) -> ApprovalRequest | ExecutionResult: ...
+    @overload
+    async def next_stop(self, *, questions: Literal[False]) -> ApprovalRequest | ExecutionResult: ...
+    @overload
+    async def next_stop(
+        self, *, questions: Literal[True]
+    ) -> ApprovalRequest | ElicitationRequest | ExecutionResult: ...
+    async def next_stop(
+        self, *, questions: bool = False
+    ) -> ApprovalRequest | ElicitationRequest | ExecutionResult:
         """Run until the code needs a decision or finishes (output events are skipped).
 
+        An MCP server's question is a stop with ``questions=True``; otherwise it is declined.
         Raises what iteration raises (``ExecutionTimeout``, ``KernelDied``, ``ExecutionCancelled``).
         """
         async for event in self:
             if isinstance(event, (ApprovalRequest, ExecutionResult)):
                 return event
+            if isinstance(event, ElicitationRequest):
+                if questions:
+                    return event
+                event.decline_unanswered(NOT_A_STOP)
         raise RuntimeError("the execution ended without a result")
 
     async def wait(self) -> ExecutionResult:
@@ -177,6 +220,8 @@ class Execution:
         for request in self.pending_approvals:
             with contextlib.suppress(Exception):
                 await request.reject(reason)
+        for question in self.pending_questions:
+            question.decline_unanswered(f"the execution was cancelled ({reason})")
         await self._cancel_kernel()
         with contextlib.suppress(BaseException):
             await asyncio.shield(self._task)
@@ -186,6 +231,8 @@ class Execution:
     def _emit(self, event: ExecutionEvent) -> None:
         if isinstance(event, ApprovalRequest):
             self._pending = [*self.pending_approvals, event]
+        elif isinstance(event, ElicitationRequest):
+            self._questions = [*self.pending_questions, event]
         self._queue.put_nowait(event)
 
     async def _run(self) -> None:
@@ -202,6 +249,8 @@ class Execution:
                 self.result = result
                 self._queue.put_nowait(result)
         finally:
+            for question in self.pending_questions:
+                question.decline_unanswered(ENDED)
             self._queue.put_nowait(_END)
             self._on_finish(self)
             self._call_done_callbacks()

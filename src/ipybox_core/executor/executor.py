@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +49,7 @@ from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.kernel.backend import KernelBackend
 from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
 from ipybox_core.mcp.oauth_store import TokenStore
 from ipybox_core.protocol import MOVED_ON
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
@@ -69,6 +70,13 @@ NO_APPROVER = (
     "execute() cannot ask anyone, but the code's call {name!r} needs a decision under the approval "
     "policy. Use stream() to decide each call, pass execute(..., approve_all=True) to accept every "
     "call, or set the executor's approval= policy (e.g. ApprovalRules) to decide it without asking"
+)
+NO_ONE_TO_ASK = (
+    "execute() has no one to ask (answer questions from the events of stream(), or pass "
+    "CodeExecutor(mcp_elicit=...))"
+)
+NO_EXECUTION = (
+    "no execution was running to ask, and no elicitation handler is configured (CodeExecutor(mcp_elicit=...))"
 )
 
 
@@ -122,7 +130,11 @@ class CodeExecutor:
     ``mcp_authorize`` answers their :class:`~ipybox_core.mcp.oauth.AuthorizationRequest` (a URL for a
     user to open), ``mcp_token_store`` keeps their tokens (default: the user's state directory).
     A server's own requests during a call go to ``mcp_elicit`` (questions for the user), ``mcp_sample``
-    (LLM completions) and ``mcp_roots`` (default: the workspace); see :class:`McpRegistry`.
+    (LLM completions) and ``mcp_roots`` (default: the workspace); see :class:`McpRegistry`. Without
+    ``mcp_elicit``, a question that arrives during an execution is an
+    :class:`~ipybox_core.mcp.elicitation.ElicitationRequest` event of that execution, answered with
+    its methods (:meth:`execute` declines it); the time it waits is not counted against ``timeout``
+    or ``call_timeout`` (``wall_timeout`` counts it).
 
     ``kernel_gateway`` (a URL, with ``gateway_token``, or a :class:`GatewayConfig`) runs the kernel on
     a Jupyter Kernel Gateway / Enterprise Gateway instead of locally; the tool server then listens on
@@ -211,7 +223,7 @@ class CodeExecutor:
             environ=mcp_env,
             authorize=mcp_authorize,
             token_store=mcp_token_store,
-            elicit=mcp_elicit,
+            elicit=mcp_elicit if mcp_elicit is not None else self._ask_in_execution,
             sample=mcp_sample,
             roots=[Path(root) for root in mcp_roots] if mcp_roots is not None else [self.workspace],
         )
@@ -229,6 +241,7 @@ class CodeExecutor:
         self._toolserver: ToolServer | None = None
         self._runtime_dir: Path | None = None
         self._execution: Execution | None = None
+        self._asking: Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]] | None = None
         self._call: tuple[str, Execution] | None = None  # the last execution started with a call id
         self._stale_modules: set[str] = set()  # generated modules the kernel must forget
         self._state: str = "new"
@@ -434,7 +447,8 @@ class CodeExecutor:
         call_id: str | None = None,
     ) -> Execution:
         """Run ``code``; iterate the result for :class:`OutputChunk`, :class:`DisplayOutput`,
-        :class:`ApprovalRequest`, :class:`ToolCall` events and finally the :class:`ExecutionResult`.
+        :class:`ApprovalRequest`, :class:`ElicitationRequest` (without ``mcp_elicit``),
+        :class:`ToolCall` events and finally the :class:`ExecutionResult`.
 
         Raises :class:`ExecutorBusy` if another execution is still running: executions are not
         queued. ``timeout`` defaults to the executor's; time waiting for approval is not counted.
@@ -688,18 +702,25 @@ class CodeExecutor:
         deadline = None
         if timeout is not None or wall_timeout is not None:
             deadline = Deadline(math.inf if timeout is None else timeout, wall_seconds=wall_timeout)
-        waiting: set[str] = set()
+        waiting: set[object] = set()  # the approval requests' ids and questions the deadline waits on
         surfacing: set[asyncio.Future[None]] = set()
+        marks: list[str | None] = [None]  # the output mark of the code's last MCP call
 
-        def on_decided(request: ApprovalRequest) -> None:
-            waiting.discard(request.id)
+        def hold(key: object) -> None:
+            if deadline is not None and not waiting:
+                deadline.pause()
+            waiting.add(key)
+
+        def release(key: object) -> None:
+            waiting.discard(key)
             if deadline is not None and not waiting:
                 deadline.resume()
 
+        def on_decided(request: ApprovalRequest) -> None:
+            release(request.id)
+
         def on_request(request: ApprovalRequest) -> None:
-            if deadline is not None and not waiting:
-                deadline.pause()
-            waiting.add(request.id)
+            hold(request.id)
             request.add_done_callback(on_decided)
             task = asyncio.ensure_future(surface(request))
             surfacing.add(task)
@@ -713,7 +734,20 @@ class CodeExecutor:
                 if backstop and self.abandon_after is not None:
                     _backstop(request, execution, self.abandon_after)
 
+        async def ask(question: ElicitationRequest) -> ElicitationAnswer:
+            question._stream()
+            hold(id(question))
+            try:
+                await kernel.output_reached(marks[0])  # what the code printed before its call first
+                if question.pending:
+                    emit(question)
+                return await question._wait()
+            finally:
+                release(id(question))
+
         def before_call(request: ApprovalRequest) -> str | None:
+            if request.kind == "mcp":
+                marks[0] = request.output_mark
             check = execution.before_call
             return check(request) if check is not None else None
 
@@ -725,6 +759,7 @@ class CodeExecutor:
             await self._refresh_modules()
         self._gate.listen(on_request)
         self._gate.observe(before_call, on_call)
+        self._asking = ask
         try:
             collector = OutputCollector(self._output_limit)
             async with contextlib.aclosing(self._kernel.execute(code, deadline)) as events:
@@ -737,6 +772,7 @@ class CodeExecutor:
         finally:
             self._gate.listen(None)
             self._gate.observe(None, None)
+            self._asking = None
         output = collector.output()
         return ExecutionResult(
             text=output.text,
@@ -746,6 +782,13 @@ class CodeExecutor:
             execution_count=output.execution_count,
             omitted_chars=output.omitted_chars,
         )
+
+    async def _ask_in_execution(self, question: ElicitationRequest) -> ElicitationAnswer:
+        """An MCP server's question without ``mcp_elicit``: an event of the running execution."""
+        ask = self._asking
+        if ask is None:
+            return ElicitationAnswer("decline", reason=NO_EXECUTION)
+        return await ask(question)
 
     async def _refresh_modules(self) -> None:
         """Make re-generated API modules importable in the running kernel."""
@@ -780,7 +823,8 @@ _expiring: set[asyncio.Task[None]] = set()
 
 async def run_to_end(execution: Execution, *, approve_all: bool) -> ExecutionResult:
     """``execute()`` of every executor: ``execution`` run to its end, each call the policy leaves to a
-    decision accepted (``approve_all``) or rejected with :class:`ConfigError` naming the fix."""
+    decision accepted (``approve_all``) or rejected with :class:`ConfigError` naming the fix. An MCP
+    server's question is declined (``approve_all`` too: content is the user's to give)."""
     result: ExecutionResult | None = None
     async with execution:
         async for event in execution:
@@ -789,6 +833,8 @@ async def run_to_end(execution: Execution, *, approve_all: bool) -> ExecutionRes
                     await event.reject("execute() has no one to ask (approve_all=False)")
                     raise ConfigError(NO_APPROVER.format(name=event.name))  # leaving cancels the code
                 await event.accept()
+            elif isinstance(event, ElicitationRequest):
+                event.decline_unanswered(NO_ONE_TO_ASK)
             elif isinstance(event, ExecutionResult):
                 result = event
     assert result is not None

@@ -2,7 +2,8 @@
 
 - ``elicitation/create`` (form mode) goes to the application's ``elicit`` callback; the answer is
   completed with the schema's defaults and validated before it is sent back; without a callback
-  the question is declined and the calling code is told why.
+  the question is declined and the calling code is told why. While the application answers, the
+  call timeout of the server's running calls stands still (:class:`CallClock`).
 - ``sampling/createMessage`` goes to the application's ``sample`` callback, else is refused with an
   error naming the option.
 - ``roots/list`` is answered with the configured roots (the executor's workspace by default).
@@ -15,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.client.session import ClientRequestContext
 from mcp.types import (
     INTERNAL_ERROR,
@@ -35,6 +38,7 @@ from mcp.types import (
 )
 from pydantic import FileUrl
 
+from ipybox_core.errors import McpTimeout
 from ipybox_core.mcp.elicitation import (
     Elicit,
     ElicitationContentError,
@@ -50,6 +54,27 @@ LOG_LEVEL = "info"
 """The least severe log messages a 2026-07-28 server is asked to send (legacy servers choose)."""
 
 _log = logging.getLogger(__name__)
+
+
+class CallClock:
+    """One call's timeout, spent only while no question of its server waits for the application."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.scope = anyio.CancelScope(deadline=math.inf if limit is None else anyio.current_time() + limit)
+        self._left = math.inf
+        self._pauses = 0
+
+    def pause(self) -> None:
+        if not self._pauses:
+            self._left = self.scope.deadline - anyio.current_time()
+            self.scope.deadline = math.inf
+        self._pauses += 1
+
+    def resume(self) -> None:
+        self._pauses -= 1
+        if not self._pauses:
+            self.scope.deadline = anyio.current_time() + self._left
 
 
 class UpstreamRequests:
@@ -68,19 +93,47 @@ class UpstreamRequests:
         self.sample = sample
         self.roots = roots
         self._calls: list[str] = []
+        self._clocks: list[CallClock] = []
         self._notices: list[str] = []
         self._dropped = 0
 
     # --- which call a request belongs to, and what it is told ------------------------------------
 
     @contextlib.contextmanager
-    def calling(self, tool: str) -> Iterator[None]:
-        """Mark a call of ``tool`` as running while the block runs."""
+    def calling(self, tool: str, limit: float | None = None) -> Iterator[None]:
+        """Mark a call of ``tool`` as running while the block runs, within ``limit`` seconds (not
+        counting the time the application takes to answer the server's questions).
+
+        Raises:
+            McpTimeout: the call took longer (the block is cancelled, so is its request upstream).
+        """
+        clock = CallClock(limit)
         self._calls.append(tool)
+        self._clocks.append(clock)
+        try:
+            with clock.scope:
+                yield
+        finally:
+            self._calls.remove(tool)
+            self._clocks.remove(clock)
+        if clock.scope.cancelled_caught:
+            assert limit is not None
+            raise McpTimeout(
+                f"MCP server {self.server!r}: tool {tool!r} did not answer within {limit:g} s",
+                server=self.server,
+            )
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """The running calls' clocks stand still while the block runs (the application answers)."""
+        clocks = list(self._clocks)
+        for clock in clocks:
+            clock.pause()
         try:
             yield
         finally:
-            self._calls.remove(tool)
+            for clock in clocks:
+                clock.resume()
 
     def current_tool(self) -> str | None:
         """The tool being called, when all running calls are calls of one tool."""
@@ -136,9 +189,16 @@ class UpstreamRequests:
                 server=self.server, tool=tool, message=params.message, schema=params.requested_schema
             )
         try:
-            answer = await self.elicit(request)
+            with self._answering():
+                answer = await self.elicit(request)
         except Exception as exc:  # the application's handler failed: the server gets an error
             return self._failed("elicit", exc)
+        if answer.reason is not None:  # ipybox answered on the user's behalf: say why
+            self.notice(
+                f"the server asked a question{during} ({_shortened(params.message, 200)!r}) and it was "
+                f"declined: {answer.reason}",
+                always=True,
+            )
         if answer.action != "accept" or params.mode == "url":  # URL mode: consent only, no content
             return ElicitResult(action=answer.action)
         try:

@@ -581,12 +581,9 @@ class McpConnection:
         self._auth_state.failure = None
         raw: CallToolResult | None = None
         try:
-            with scope, self._upstream.calling(tool):
+            with scope, self._upstream.calling(tool, limit):  # its clock stops while the user answers
                 raw = await client.call_tool(
-                    tool,
-                    dict(arguments or {}),
-                    read_timeout_seconds=limit,
-                    progress_callback=self._upstream.on_progress,
+                    tool, dict(arguments or {}), progress_callback=self._upstream.on_progress
                 )
         except MCPError as exc:
             if is_over_limit(exc.message):  # refused by the SSE reader or by the lenient transport
