@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, RunContextWrapper, RunState, ToolApprovalItem, function_tool
+from agents.agent import MCPConfig
 from agents.mcp import MCPServerStdio, create_static_tool_filter
 from agents.testing import ScriptedModel
 from agents.tool import ToolOriginType, get_function_tool_origin
@@ -150,6 +151,32 @@ async def test_selections_and_the_servers_tool_filter(idle_executor: CodeExecuto
     # a name both use: the function tool keeps it, the MCP tool's is numbered
     both = "from agent_tools import add, add_2\nprint(add(a=1, b=2), add_2(a=1, b=2))"
     assert await listed(None, [add], both, tool_filter=only_two) == "own 3 3"
+
+
+async def test_the_agents_mcp_config_names_the_tools_and_formats_their_failures(
+    idle_executor: CodeExecutor,
+) -> None:
+    cell = (
+        "from agent_tools import {add}, {fail}\nfrom ipybox_core.errors import ToolError\n"
+        "print({add}(a=1, b=2))\n"
+        "try:\n    {fail}(kind='protocol')\nexcept ToolError as e:\n    print(type(e).__name__, e)\n"
+    )
+    prefixed: MCPConfig = {"include_server_in_tool_names": True, "failure_error_function": None}
+    outputs = []
+    for config, add, fail in (
+        (MCPConfig(), "add", "fail"),  # the SDK's default formatter hides the failure
+        (prefixed, "mcp_shop__add", "mcp_shop__fail"),  # the SDK's prefixed names, the raw message
+    ):
+        code = CodeActionTool(idle_executor)
+        model = scripted(cell.format(add=add, fail=fail))
+        async with connected() as shop:
+            agent = clerk(code, model, [shop], [])
+            agent.mcp_config = config
+            await run_to_end(agent)
+        outputs.append(output_text(tool_outputs(model)[0]).splitlines())
+    assert outputs[0] == ["3", "ToolError An error occurred while running the tool. Please try again."]
+    assert outputs[1][0] == "3"
+    assert outputs[1][1].startswith("ToolError ") and "rejected at protocol level" in outputs[1][1]
 
 
 async def test_a_server_that_is_not_connected_is_a_tool_error(idle_executor: CodeExecutor) -> None:
