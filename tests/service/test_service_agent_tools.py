@@ -289,3 +289,20 @@ def test_cancelling_an_execution_while_its_agent_tool_runs_frees_the_kernel_at_o
             return (await run_accepting(executor.stream("print('free')"))).text
 
     assert asyncio.run(main()).strip() == "free"  # not "busy" for the tool's 600 s
+
+
+def test_langchain_tools_run_where_the_thread_is_invoked_once_each(tmp_path: Path, service: Service) -> None:
+    """LangChain, two processes on one SQLite checkpointer: A runs ``whoami`` and ``lookup`` and is
+    interrupted at ``refund``; B resumes the thread: both refunds run in B, once each."""
+    db, log = tmp_path / "checkpoints.sqlite", tmp_path / "ran.log"
+    started = run_app("lc_tools_app.py", "start", service.url, str(db), str(log))
+    assert started.returncode == 0 and "INTERRUPTED" in started.stdout, started.stderr
+    resumed = run_app("lc_tools_app.py", "resume", service.url, str(db), str(log))
+    assert resumed.returncode == 0, resumed.stderr
+    output = json.loads(next(x for x in resumed.stdout.splitlines() if x.startswith("OUTPUT "))[7:])
+    ran = [line.rsplit(" ", 1) for line in lines(log)]
+    assert [what for what, _ in ran] == ["whoami carol", "lookup X-9", "refund A-1", "refund A-2"]
+    in_a = {pid for what, pid in ran[:2]}
+    in_b = {pid for what, pid in ran[2:]}
+    assert len(in_a) == len(in_b) == 1 and in_a != in_b
+    assert output.splitlines()[0] == "{'user': 'carol'}" and "refunded A-1\nrefunded A-2\n42" in output

@@ -42,9 +42,10 @@ from ipybox_integrations._session import Executor
 from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_review, let_through_by_policy
 from ipybox_integrations.langchain._hitl import TOOL_NAME, Review
 
-AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[BaseTool], bool] | None"
+AgentToolSelection: TypeAlias = "bool | Sequence[str | BaseTool] | Callable[[BaseTool], bool] | None"
 """Which of the agent's tools the code can call: ``None`` (default: all), ``True`` (all), ``False``
-(none), tool names, or a predicate."""
+(none), tool names or the tools themselves (known then before this process's first model call, as a
+worker that resumes a thread needs them), or a predicate."""
 
 COMMAND_MESSAGE = (
     "the agent's tool {name!r} returned a Command (an update of the graph state), which a call "
@@ -90,15 +91,30 @@ class AgentTools:
     def __init__(
         self, selection: AgentToolSelection, *, hosts: bool, human_in_the_loop: HumanInTheLoop | None
     ) -> None:
+        given: list[BaseTool] = []
+        if isinstance(selection, Sequence) and not isinstance(selection, str):
+            given = [tool for tool in selection if isinstance(tool, BaseTool)]
+            selection = [tool.name if isinstance(tool, BaseTool) else tool for tool in selection]
         self._selection = check_selection(selection, hosts=hosts)
+        self._given = given
         self.human_in_the_loop = human_in_the_loop
         self._tools: dict[str, BaseTool] = {}
         self._syncing = asyncio.Lock()
 
     def select(self, tools: Sequence[BaseTool | dict[str, Any]]) -> list[BaseTool]:
-        """The tools the selection takes (never ``execute_code`` itself, nor provider tools)."""
+        """The tools the selection takes (never ``execute_code`` itself, nor provider tools); the
+        tools given to ``agent_tools=`` as objects are taken even where the model was not given them."""
         found = [tool for tool in tools if isinstance(tool, BaseTool) and tool.name != TOOL_NAME]
+        names = {tool.name for tool in found}
+        found += [tool for tool in self._given if tool.name not in names]
         return pick(found, self._selection, lambda tool: tool.name)
+
+    async def prepare(self, source: object) -> None:
+        """Before a resumed ``execute_code`` call that no model call of this process preceded (a
+        worker that resumes a thread first thing): register the tools given as objects, so the
+        calls its code makes run here."""
+        if not self._tools and self._given:
+            await self.sync(source, [])
 
     async def sync(self, source: object, tools: Sequence[BaseTool | dict[str, Any]]) -> bool:
         """Register the selected ``tools`` with ``source`` if what it serves differs; True when they

@@ -194,6 +194,7 @@ async def _reattach(
     try:
         execution = await session.executor.reattach(call_id)
         if execution is not None and settings.agent_tools is not None:
+            await settings.agent_tools.prepare(settings.conversations.source)
             bind_context(session.executor, runtime)  # its agent tool calls run in this entry
         stop = None if execution is None else await next_stop(execution, runtime.stream_writer, call_id)
     except (ServiceError, *EXECUTION_FAILURES) as error:

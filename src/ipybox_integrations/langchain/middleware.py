@@ -35,12 +35,14 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``agent_tools``: the agent's own tools the code can call, as typed functions
     (``from agent_tools import <tool>``, in the prompt's API reference): every ``BaseTool`` the
     agent gives its model (``execute_code`` excluded) by default (``None``/``True``), none
-    (``False``), the named ones (a list) or those a predicate takes. A call runs here, in the
+    (``False``), the named ones (a list of names or of the tools themselves) or those a predicate
+    takes. A call runs here, in the
     application, as the agent's ``ToolNode`` runs it (``ToolRuntime``, ``InjectedState``,
     ``InjectedStore`` and ``InjectedToolCallId`` injected from the ``execute_code`` call); a
     ``ToolException`` (or the tool's ``handle_tool_error`` message) reaches the code as
-    ``ToolError``. Over ``RemoteSessions`` the agent's tools are not offered (``agent_tools=``
-    raises :class:`ConfigError`).
+    ``ToolError``. Over ``RemoteSessions`` a call runs in the worker process whose invocation drives
+    the execution at that moment; a worker that may resume a thread before its first model call
+    (several workers) needs the tools themselves: ``agent_tools=tools``.
 
     ``human_in_the_loop``: the agent's ``HumanInTheLoopMiddleware`` (the same object you put into
     ``middleware=``). Its ``interrupt_on`` then decides the code's calls of agent tools that the

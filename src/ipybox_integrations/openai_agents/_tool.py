@@ -109,8 +109,8 @@ class CodeActionTool(FunctionTool):
       ``needs_approval`` (bool or callable) decides whether it interrupts the run like an MCP call
       (``item.tool_namespace == "agent_tools"``); its exception reaches the code as ``ToolError``
       with the message of its ``failure_error_function``; its guardrails apply. Over
-      ``RemoteSessions`` the agent's tools are not offered (``agent_tools=`` raises
-      :class:`ConfigError`).
+      ``RemoteSessions`` a call runs in the worker process whose run drives the execution at that
+      moment.
     - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
       ``(run_context, ApprovalRequest) -> bool`` (may be async) deciding per call.
     - ``code_needs_approval``: the SDK's standard ``needs_approval`` of the ``execute_code`` call

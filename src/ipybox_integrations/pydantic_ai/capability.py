@@ -67,8 +67,8 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     (``ctx.deps``); ``requires_approval=True`` or ``ApprovalRequired`` asks like an MCP call of the
     code (inline or deferred, named after the tool, server ``agent_tools``); a tool that asks
     nothing runs at once; ``ModelRetry`` or any error reaches the code as ``ToolError`` with its
-    message (not counted against the tool's retries). Over ``RemoteSessions`` the agent's tools are
-    not offered (``agent_tools=`` raises :class:`~ipybox_core.errors.ConfigError`).
+    message (not counted against the tool's retries). Over ``RemoteSessions`` a call runs in the
+    worker process whose run drives the execution at that moment.
     """
 
     def __init__(
