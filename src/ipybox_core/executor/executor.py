@@ -35,7 +35,7 @@ from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, Kernel
 from ipybox_core.executor._conversation import ConversationExecutor, SharedSession
 from ipybox_core.executor._shared import Registrar, SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk, ToolCall
-from ipybox_core.executor.execution import Emit, Execution
+from ipybox_core.executor.execution import ENDED, Emit, Execution
 from ipybox_core.hosttools import HOST_SERVER, HostBackend, HostTool, HostTools
 from ipybox_core.hosttools._package import (
     HOST_NAME_TAKEN,
@@ -71,6 +71,7 @@ NO_APPROVER = (
     "policy. Use stream() to decide each call, pass execute(..., approve_all=True) to accept every "
     "call, or set the executor's approval= policy (e.g. ApprovalRules) to decide it without asking"
 )
+UNANSWERED_AFTER = "nobody answered within {delay:g} s (the executor's abandon_after)"
 NO_ONE_TO_ASK = (
     "execute() has no one to ask (answer questions from the events of stream(), or pass "
     "CodeExecutor(mcp_elicit=...))"
@@ -156,7 +157,8 @@ class CodeExecutor:
     """The in-process backstop: an approval of an execution started with a ``call_id`` that stays
     undecided this long (default 15 minutes) cancels the execution (its pending call never runs).
     Adapters cancel at once when a conversation moves on; this only catches one that never comes
-    back. ``None``: no backstop (the approval waits until decided or ``approval_timeout``)."""
+    back. ``None``: no backstop (the approval waits until decided or ``approval_timeout``). An MCP
+    server's question of any execution left unanswered this long is declined."""
 
     def __init__(
         self,
@@ -705,6 +707,7 @@ class CodeExecutor:
         waiting: set[object] = set()  # the approval requests' ids and questions the deadline waits on
         surfacing: set[asyncio.Future[None]] = set()
         marks: list[str | None] = [None]  # the output mark of the code's last MCP call
+        asking: list[ElicitationRequest] = []  # questions of this execution not answered yet
 
         def hold(key: object) -> None:
             if deadline is not None and not waiting:
@@ -737,12 +740,21 @@ class CodeExecutor:
         async def ask(question: ElicitationRequest) -> ElicitationAnswer:
             question._stream()
             hold(id(question))
+            asking.append(question)
+            delay = self.abandon_after
+            timer = None
+            if delay is not None:  # the backstop: a question nobody answers does not hold the kernel
+                reason = UNANSWERED_AFTER.format(delay=delay)
+                timer = asyncio.get_running_loop().call_later(delay, question.decline_unanswered, reason)
             try:
                 await kernel.output_reached(marks[0])  # what the code printed before its call first
-                if question.pending:
+                if question.pending:  # (not declined by the end of the execution meanwhile)
                     emit(question)
                 return await question._wait()
             finally:
+                if timer is not None:
+                    timer.cancel()
+                asking.remove(question)
                 release(id(question))
 
         def before_call(request: ApprovalRequest) -> str | None:
@@ -773,6 +785,8 @@ class CodeExecutor:
             self._gate.listen(None)
             self._gate.observe(None, None)
             self._asking = None
+            for question in asking:
+                question.decline_unanswered(ENDED)
         output = collector.output()
         return ExecutionResult(
             text=output.text,

@@ -154,6 +154,22 @@ async def test_an_open_question_is_declined_when_its_execution_is_cancelled(exec
     assert "LH8: decline" in seen.text
 
 
+async def test_a_question_nobody_answers_is_declined_after_abandon_after(executor: CodeExecutor) -> None:
+    executor.abandon_after = 1
+    try:
+        async with executor.stream(f"{BOOK}print(book(flight='LH11'))") as run:
+            question = await until_question(run, [])
+            declined = asyncio.Event()
+            question.add_done_callback(lambda _: declined.set())
+            await asyncio.wait_for(declined.wait(), 30)  # nobody answers, nobody asks for more events
+            result = await result_of(run)
+    finally:
+        del executor.abandon_after  # back to the class default
+    assert question.answer is not None and question.answer.action == "decline"
+    assert "LH11: decline" in result.text
+    assert "nobody answered within 1 s (the executor's abandon_after)" in result.text
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def strict_executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CodeExecutor]:
     async with CodeExecutor(
