@@ -102,13 +102,15 @@ class CodeActionTool(FunctionTool):
     ``execute_code`` result. A conversation whose kernel was restarted (``Sessions`` idle timeout,
     ``close_session``) gets a restart notice in front of its next result.
 
-    - ``agent_tools``: the agent's own function tools the code can call, as typed functions
+    - ``agent_tools``: the agent's own function tools, and the tools of its ``mcp_servers``, that
+      the code can call as typed functions
       (``from agent_tools import <tool>``, in the prompt's API reference): all of them by default
       (``None``/``True``), none (``False``), the named ones (a list) or those a predicate takes.
       A call runs here, in the application, with a ``ToolContext`` of the run; the tool's own
       ``needs_approval`` (bool or callable) decides whether it interrupts the run like an MCP call
       (``item.tool_namespace == "agent_tools"``); its exception reaches the code as ``ToolError``
-      with the message of its ``failure_error_function``; its guardrails apply. Over
+      with the message of its ``failure_error_function``; its guardrails apply. An MCP tool's call
+      goes through its server object (``require_approval`` applies as ``needs_approval``). Over
       ``RemoteSessions`` a call runs in the worker process whose run drives the execution at that
       moment.
     - ``needs_approval``: ``True`` (ask for every such call), ``False`` (accept them) or a callable
