@@ -440,6 +440,9 @@ def tool(
 
         call.__signature__ = _shown_signature(stub)  # type: ignore[attr-defined]
         call.__ipybox_tool__ = (server, name)  # type: ignore[attr-defined]
+        prepare = getattr(runtime, "prepare_while_waiting", None)  # a kernel's older runtime has none
+        if prepare is not None:
+            prepare(functools.partial(_build_models, args_model, result if structured else None))
         return call
 
     return decorate
@@ -471,6 +474,14 @@ def _structured_result(response: runtime.ToolResponse, result: Any, unwrap: bool
 @functools.lru_cache(maxsize=256)
 def _adapter(result: Any) -> TypeAdapter[Any]:
     return TypeAdapter(result)
+
+
+def _build_models(args_model: type[BaseModel], result: Any) -> None:
+    """Build a tool's argument model and its result's validator (``None``: no structured result)."""
+    if not args_model.__pydantic_complete__:
+        args_model.model_rebuild(raise_errors=False)
+    if result is not None:
+        _build_validator(result)
 
 
 def _build_validator(result: Any) -> None:

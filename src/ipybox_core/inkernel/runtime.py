@@ -27,6 +27,9 @@ import socket
 import ssl
 import sys
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -166,8 +169,11 @@ class _Connection:
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    def exchange(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
-        """Send one request; the status and the first non-empty line of the answer's body."""
+    def exchange(
+        self, path: str, body: bytes, token: str, while_waiting: Callable[[], None] | None = None
+    ) -> tuple[int, bytes]:
+        """Send one request, run ``while_waiting`` (if given), then read the answer: the status and
+        the first non-empty line of its body."""
         if self.timeout != LOST_HOST_AFTER:  # changed since the connection opened (tests do)
             self.sock.settimeout(LOST_HOST_AFTER)
             self.timeout = LOST_HOST_AFTER
@@ -179,6 +185,8 @@ class _Connection:
         # over its size limit, too many connections): the answer is read all the same.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.sock.sendall(head.encode() + body)
+        if while_waiting is not None:
+            while_waiting()
         try:
             return self._answer()
         except ValueError as exc:  # a malformed length or chunk size
@@ -300,6 +308,34 @@ def _drop_connection() -> None:
         cached.close()
 
 
+PREPARE_BUDGET = 0.005
+"""Seconds of :func:`prepare_while_waiting` work run after sending a request (the rest waits for the next)."""
+
+_pending: deque[Callable[[], object]] = deque(maxlen=1024)  # under a policy that never asks: bounded
+
+
+def prepare_while_waiting(work: Callable[[], object]) -> None:
+    """Run ``work`` (e.g. building a generated tool's pydantic models, deferred so that importing a
+    package stays cheap) while a call waits for the application's decision: after a request that
+    may be held for approval is sent (one carrying an output mark), within :data:`PREPARE_BUDGET`
+    seconds per request. A call held for a human then finds the next call's models built, instead
+    of building them between the human's answer and the next request. Nothing runs while the
+    policy cannot ask (requests without marks); ``work`` runs at most once, errors are ignored, and
+    of more than 1024 waiting the oldest are dropped."""
+    _pending.append(work)
+
+
+def _prepare_pending() -> None:
+    deadline = time.monotonic() + PREPARE_BUDGET
+    while _pending and time.monotonic() < deadline:
+        try:
+            work = _pending.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        with contextlib.suppress(Exception):
+            work()
+
+
 _marks_wanted = True
 """Whether requests carry an output mark. Every successful answer says whether the tool server's
 policy can ask the application at all (``"marks": false`` when it cannot); while it cannot, no mark
@@ -317,7 +353,8 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
             sent = {**payload, "mark": mark}
         else:
             sent = payload if wanted else {**payload, "unmarked": True}
-        status, raw = _exchange(path, json.dumps(sent).encode())
+        # A marked request may wait for a human: the kernel prepares what later calls need meanwhile.
+        status, raw = _exchange(path, json.dumps(sent).encode(), _prepare_pending if mark else None)
         if status == 401:
             raise PermissionError("the ipybox tool server refused the call: invalid token")
         try:
@@ -336,7 +373,7 @@ def _request(path: str, payload: dict[str, Any], server: str, tool: str) -> dict
         _raise(kind, str(error.get("message", "")), server, tool, code if isinstance(code, int) else None)
 
 
-def _exchange(path: str, body: bytes) -> tuple[int, bytes]:
+def _exchange(path: str, body: bytes, while_waiting: Callable[[], None] | None = None) -> tuple[int, bytes]:
     """One request on this thread's connection (a fresh one if a kept-alive one was closed)."""
     token = os.environ.get(_TOKEN_ENV, "")
     if not token.isascii() or "\r" in token or "\n" in token:
@@ -345,7 +382,7 @@ def _exchange(path: str, body: bytes) -> tuple[int, bytes]:
         reused = False
         try:
             conn, reused = _connection()
-            return conn.exchange(path, body, token)
+            return conn.exchange(path, body, token, while_waiting)
         except (ConnectionRefusedError, FileNotFoundError) as exc:
             _drop_connection()
             raise ToolServerUnavailable(f"the ipybox tool server is not reachable: {exc}") from None
