@@ -15,12 +15,12 @@ model. A ``ToolException`` (raised, or turned into an error message by the tool'
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
 import types
 import typing
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -37,7 +37,13 @@ from pydantic import TypeAdapter
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
-from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
+from ipybox_integrations._agent_tools import (
+    NO_APPROVAL,
+    AgentToolRun,
+    check_selection,
+    pick,
+    register_agent_tools,
+)
 from ipybox_integrations._session import Executor
 from ipybox_integrations.langchain._agent_hitl import HumanInTheLoop, gated_review, let_through_by_policy
 from ipybox_integrations.langchain._hitl import TOOL_NAME, Review
@@ -58,8 +64,6 @@ UNASKED_WARNING = (
     "the executor's approval policy lets the code call %s without asking: the agent's "
     "interrupt_on for them does not apply to calls from the code"
 )
-_served: weakref.WeakKeyDictionary[Any, tuple[tuple[str, int], ...]] = weakref.WeakKeyDictionary()
-"""What each source whose host tools cannot be read back (a ``Sessions``) was last given."""
 
 
 @dataclass(frozen=True)
@@ -118,27 +122,16 @@ class AgentTools:
 
     async def sync(self, source: object, tools: Sequence[BaseTool | dict[str, Any]]) -> bool:
         """Register the selected ``tools`` with ``source`` if what it serves differs; True when they
-        were registered. Host tools the application registered itself stay (a tool of the agent wins
-        a name both use); another agent's tools are replaced."""
-        register = getattr(source, "register_host_tools", None)
-        if register is None or self._selection is False:
+        were registered (see :func:`register_agent_tools`)."""
+        if self._selection is False or getattr(source, "register_host_tools", None) is None:
             return False
         selected = self.select(tools)
         self._tools = {tool.name: tool for tool in selected}
+        node = ToolNode(selected, handle_tool_errors=False) if selected else None
         async with self._syncing:  # one registration per change, however many runs start at once
-            current = getattr(source, "host_tools", None)  # a CodeExecutor's; Sessions keep theirs
-            own: list[HostTool] = []
-            if isinstance(current, list):
-                own = [t for t in current if not isinstance(t.run, _Run) and t.name not in self._tools]
-                served = _key(current)
-            else:
-                served = _served.get(source, ())
-            wanted = (*_key(own), *((tool.name, id(tool)) for tool in selected))
-            if wanted == served:
+            wanted = [_host_tool(tool, node) for tool in selected] if node is not None else []
+            if not await register_agent_tools(source, wanted):
                 return False
-            node = ToolNode(selected, handle_tool_errors=False) if selected else None
-            await register([*own, *(_host_tool(tool, node) for tool in selected)] if node else own)
-            _served[source] = wanted
         self._warn_unasked(source)
         return True
 
@@ -161,27 +154,11 @@ class AgentTools:
         return gated_review(self.human_in_the_loop, tool, request, runtime, fallback)
 
 
-@dataclass(frozen=True, eq=False)
-class _Run:
-    """The host function of one agent tool (marks the host tools that are the agent's)."""
-
-    tool: BaseTool
-    node: ToolNode
-
-    async def __call__(self, call: HostCall) -> Any:
-        return await invoke(self.tool, self.node, call)
-
-
-def _key(tools: Sequence[HostTool]) -> tuple[tuple[str, int], ...]:
-    """What a kernel's ``agent_tools`` package is made of: each name and the tool behind it."""
-    return tuple((t.name, id(t.run.tool) if isinstance(t.run, _Run) else id(t.run)) for t in tools)
-
-
 def _host_tool(tool: BaseTool, node: ToolNode) -> HostTool:
     function = convert_to_openai_tool(tool)["function"]
     return HostTool(
         name=tool.name,
-        run=_Run(tool, node),
+        run=AgentToolRun(functools.partial(invoke, tool, node), id(tool)),
         description=tool.description,
         input_schema=function.get("parameters") or {"type": "object", "properties": {}},
         output_schema=_output_schema(tool),

@@ -36,7 +36,7 @@ from pydantic import TypeAdapter
 from ipybox_core.codegen._names import NameScope
 from ipybox_core.errors import ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
-from ipybox_integrations._agent_tools import check_selection, pick
+from ipybox_integrations._agent_tools import AgentToolRun, check_selection, pick, register_agent_tools
 from ipybox_integrations.openai_agents._mcp_tools import CallStopped, McpTool, call_mcp_tool, list_mcp_tools
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[FunctionTool], bool] | None"
@@ -60,11 +60,10 @@ class Offered:
     mcp: McpTool | None = None
     """Where an MCP tool's calls go (``None``: a function tool of the agent)."""
 
-    def signature(self) -> tuple[str, object]:
-        return (self.name, id(self.tool) if self.mcp is None else self.mcp.signature())
-
     def host_tool(self) -> HostTool:
-        return _host_tool(self.tool) if self.mcp is None else _mcp_host_tool(self.name, self.mcp)
+        if self.mcp is None:
+            return _host_tool(self.tool)
+        return _mcp_host_tool(self.name, self.mcp)
 
 
 class AgentTools:
@@ -73,7 +72,6 @@ class AgentTools:
     def __init__(self, selection: AgentToolSelection, *, hosts: bool, exclude: Callable[[Any], bool]) -> None:
         self._selection = check_selection(selection, hosts=hosts)
         self._exclude = exclude
-        self._signature: tuple[tuple[str, object], ...] | None = None
         self._approvals: dict[str, ToolApproval] = {}
         self._mcp: list[McpTool] = []
         self._syncing = asyncio.Lock()
@@ -96,21 +94,16 @@ class AgentTools:
         return pick(offered, selection, lambda offer: offer.name)
 
     async def sync(self, source: Any, agent: Any, context: Any = None) -> bool:
-        """Register ``agent``'s selected tools with ``source`` if they changed; True when they did."""
-        register = getattr(source, "register_host_tools", None)
-        if register is None:
+        """Register ``agent``'s selected tools with ``source`` if what it serves differs; True when
+        they were registered (see :func:`register_agent_tools`)."""
+        if getattr(source, "register_host_tools", None) is None:
             return False
         # One registration per change: runs of one agent started together (two users' first turns)
         # must not each register and each rebuild the kernel agent's tools under the other's run.
         async with self._syncing:
             offered = await self.select(agent, context)
-            signature = tuple(offer.signature() for offer in offered)
-            if signature == self._signature:
-                return False
-            await register([offer.host_tool() for offer in offered])
             self._approvals = {offer.name: offer.tool.needs_approval for offer in offered}
-            self._signature = signature
-            return True
+            return await register_agent_tools(source, [offer.host_tool() for offer in offered])
 
     def approval(self, server: str, tool: str) -> ToolApproval | None:
         """The ``needs_approval`` of an agent tool called from the code (``None``: not one)."""
@@ -123,7 +116,7 @@ def _host_tool(tool: FunctionTool) -> HostTool:
 
     return HostTool(
         name=tool.name,
-        run=run,
+        run=AgentToolRun(run, id(tool)),
         description=tool.description,
         input_schema=_kernel_schema(tool.params_json_schema),
         output_schema=_output_schema(tool),
@@ -138,7 +131,7 @@ def _mcp_host_tool(name: str, mcp: McpTool) -> HostTool:
     schema = mcp.input_schema
     return HostTool(
         name=name,
-        run=run,
+        run=AgentToolRun(run, mcp.signature()),
         description=mcp.tool.description,
         input_schema=_kernel_schema(mcp.tool.params_json_schema) if schema is None else schema,
         output_schema=mcp.output_schema,

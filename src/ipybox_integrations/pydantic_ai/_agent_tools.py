@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,13 @@ from pydantic_core import to_jsonable_python
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ApprovalError, ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
-from ipybox_integrations._agent_tools import NO_APPROVAL, check_selection, pick
+from ipybox_integrations._agent_tools import (
+    NO_APPROVAL,
+    AgentToolRun,
+    check_selection,
+    pick,
+    register_agent_tools,
+)
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[ToolDefinition], bool] | None"
 """Which of the agent's tools the code can call: ``None`` (default: all), ``True`` (all), ``False``
@@ -49,8 +54,6 @@ DEFAULT_CALL_TIMEOUT = 60.0
 """Bound of one call of a tool without its own ``timeout`` (ipybox's default ``call_timeout``)."""
 
 _OWN_TOOLSETS = "ipybox_code_action"  # the id prefix of every CodeAction's toolset
-_served: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
-"""What each source (a ``Sessions``, whose registered tools cannot be read back) was last given."""
 
 
 def exposable(tool: ToolDefinition) -> bool:
@@ -89,35 +92,22 @@ class AgentTools:
 
     async def sync(self, source: Any, ctx: RunContext[Any]) -> bool:
         """Register the run step's selected tools with ``source`` if what it serves differs; True
-        when they were registered. Host tools the application registered itself stay (a tool of
-        the agent wins a name both use); another agent's tools are replaced."""
-        register = getattr(source, "register_host_tools", None)
-        if register is None:
-            return False
+        when they were registered (see :func:`register_agent_tools`)."""
         wanted = [self._host_tool(tool.tool_def) for tool in self.select(ctx).values()]
         async with self._syncing:  # one registration per change, also for runs started together
-            current = getattr(source, "host_tools", None)  # a CodeExecutor's; Sessions keep theirs
-            if isinstance(current, list):
-                names = {tool.name for tool in wanted}
-                own = [tool for tool in current if tool.run is not _run and tool.name not in names]
-                wanted = [*own, *wanted]
-                served = _signature(current)
-            else:
-                served = _served.get(source, ())
-            if _signature(wanted) == served:
-                return False
-            await register(wanted)
-            _served[source] = _signature(wanted)
-            return True
+            return await register_agent_tools(source, wanted)
 
     def _host_tool(self, definition: ToolDefinition) -> HostTool:
+        description, timeout = definition.description or "", call_timeout(definition)
+        schemas = definition.parameters_json_schema, definition.return_schema or None
+        key = json.dumps([description, *schemas, timeout], sort_keys=True, default=str)  # the run is shared
         return HostTool(
             name=definition.name,
-            run=_run,
-            description=definition.description or "",
-            input_schema=definition.parameters_json_schema,
-            output_schema=definition.return_schema or None,
-            timeout=call_timeout(definition),
+            run=AgentToolRun(_run, key),
+            description=description,
+            input_schema=schemas[0],
+            output_schema=schemas[1],
+            timeout=timeout,
         )
 
     def bind(self, executor: Any, ctx: RunContext[Any]) -> None:
@@ -337,11 +327,3 @@ def _error(name: str, what: str) -> ToolError:
 
 def _key(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _signature(tools: Sequence[HostTool]) -> tuple[str, ...]:
-    """What the kernel's ``agent_tools`` package is made of, and which tools the agent's are."""
-    shown = (
-        [t.name, t.description, t.input_schema, t.output_schema, t.timeout, t.run is _run] for t in tools
-    )
-    return tuple(json.dumps(fields, sort_keys=True, default=str) for fields in shown)

@@ -25,6 +25,7 @@ from oa_kit import call_summary, output_text, run_to_end, scripted, tool_outputs
 
 from example_runner import run_example
 from ipybox_core import CodeExecutor
+from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.sessions import Sessions
 from ipybox_integrations.openai_agents import CodeActionTool
 from servers.agent_tools_cells import CALLS_CELL as CELL
@@ -155,6 +156,21 @@ async def test_selection_and_opt_out(idle_executor: CodeExecutor) -> None:
     model = scripted("import agent_tools")
     await run_to_end(clerk(code, model, tools), context={"user": "carol"})
     assert "ModuleNotFoundError" in output_text(tool_outputs(model)[0])
+
+
+async def test_the_applications_own_host_tools_stay_beside_the_agents(idle_executor: CodeExecutor) -> None:
+    async def version(call: HostCall) -> str:
+        return "v7"
+
+    await idle_executor.register_host_tools([HostTool("version", version, "The app's version.")])
+    try:
+        code = CodeActionTool(idle_executor)
+        model = scripted("from agent_tools import version, whoami\nprint(version(), whoami())")
+        await run_to_end(clerk(code, model, clerk_tools([])), context={"user": "carol"})
+        assert output_text(tool_outputs(model)[0]).strip() == "v7 {'user': 'carol'}"
+        assert {tool.name for tool in idle_executor.host_tools} == {"version", "refund", "whoami", "lookup"}
+    finally:
+        await idle_executor.register_host_tools([])
 
 
 async def test_a_needs_approval_callable_decides_per_call_over_sessions(tmp_path: Path) -> None:
