@@ -30,8 +30,10 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval.request import USER
 from ipybox_core.errors import ApprovalError, IpyboxError
 from ipybox_core.executor import Execution, ExecutionEvent, ExecutionResult
+from ipybox_integrations._agent_tools import NO_APPROVAL
 from ipybox_integrations._session import BUSY_MESSAGE, describe_failure, render_result, start_execution
 from ipybox_integrations.openai_agents._invocation import (
     SHOWN_AGAIN,
@@ -131,9 +133,9 @@ class KernelDriver:
                     ask = self._ask if own is None else own is not False
                     if ask and invocation.learns_tools and self._proxies.learn(event):
                         self._on_tools_changed()
-                    if not ask:
+                    if not ask:  # the audit log names why nobody was asked
                         with contextlib.suppress(ApprovalError):  # it may have expired already
-                            await event.accept()
+                            await event.accept(decided_by=USER if own is None else NO_APPROVAL)
                     elif not self._proxies.knows(event):
                         with contextlib.suppress(ApprovalError):
                             await event.reject(UNKNOWN_TOOL_REASON)

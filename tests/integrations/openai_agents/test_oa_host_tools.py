@@ -4,6 +4,7 @@ model, a real kernel, the test MCP server; approvals are the SDK's own interrupt
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,17 @@ async def test_the_applications_own_host_tools_stay_beside_the_agents(idle_execu
         assert {tool.name for tool in idle_executor.host_tools} == {"version", "refund", "whoami", "lookup"}
     finally:
         await idle_executor.register_host_tools([])
+
+
+async def test_the_audit_log_says_which_calls_their_tools_let_through(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    async with CodeExecutor(workspace=tmp_path / "ws", audit_log=audit) as executor:
+        code = CodeActionTool(executor)
+        model = scripted("from agent_tools import whoami, refund\nprint(whoami(), refund(order='A-1'))")
+        await run_to_end(clerk(code, model, clerk_tools([])), context={"user": "carol"})
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    decided = [(r["tool"], r["decided_by"]) for r in records if "decided_by" in r]
+    assert decided == [("whoami", "tool:no-approval"), ("refund", "user")]  # refund was asked
 
 
 async def test_a_needs_approval_callable_decides_per_call_over_sessions(tmp_path: Path) -> None:
