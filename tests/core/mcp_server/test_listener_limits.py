@@ -40,11 +40,22 @@ class App:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.slow = 0
+        """``/slow`` requests that reached the application."""
+        self._arrived = asyncio.Event()
+
+    async def handling(self, count: int) -> None:
+        """Return once ``count`` ``/slow`` requests are being handled (their connections no longer wait)."""
+        while self.slow < count:
+            self._arrived.clear()
+            await asyncio.wait_for(self._arrived.wait(), 60)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         if scope["path"] == "/slow":
+            self.slow += 1
+            self._arrived.set()
             await self.release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
@@ -190,7 +201,7 @@ async def test_waiting_connections_cannot_crowd_out_requests(listen: Callable[..
     # a request being handled (as an authenticated client's long call would be)
     slow_reader, slow_writer = await asyncio.open_connection("127.0.0.1", port)
     slow_writer.write(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
-    await asyncio.sleep(0)
+    await app.handling(1)
     flood = await open_idle(port, 100)
     assert await still_open(flood) <= 4
     assert b"ok" in await request(port)  # a new client is served
@@ -217,7 +228,7 @@ async def test_connections_beyond_the_cap_are_refused_at_once(listen: Callable[.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
         busy.append((reader, writer))
-    await asyncio.sleep(0.1)
+    await app.handling(4)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     answer = await asyncio.wait_for(reader.read(), 60)
     assert answer.startswith(b"HTTP/1.1 503") and answer.endswith(b"full\n")
