@@ -67,6 +67,14 @@ class AgentToolRun:
         return await self.run(call)
 
 
+def bind_run(executor: object, context: object) -> None:
+    """Run the agent tools ``executor``'s code calls from now on with ``context`` (the framework's
+    run), where the executor runs host tools (``bind_tool_context``)."""
+    bind = getattr(executor, "bind_tool_context", None)
+    if bind is not None:
+        bind(context)
+
+
 _served: weakref.WeakKeyDictionary[Any, tuple[object, ...]] = weakref.WeakKeyDictionary()
 """What each source whose host tools cannot be read back (``Sessions``, ``RemoteSessions``) was
 last given."""

@@ -40,6 +40,7 @@ from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import (
     NO_APPROVAL,
     AgentToolRun,
+    bind_run,
     check_selection,
     pick,
     register_agent_tools,
@@ -77,9 +78,7 @@ class CallContext:
 
 def bind_context(executor: Executor, runtime: ToolRuntime | None) -> None:
     """Run the agent tools the executor's code calls from now on in this ``execute_code`` call."""
-    bind = getattr(executor, "bind_tool_context", None)
-    if bind is not None:
-        bind(CallContext(runtime, ensure_config()))
+    bind_run(executor, CallContext(runtime, ensure_config()))
 
 
 async def let_through(request: ApprovalRequest) -> None:

@@ -20,6 +20,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ConfigError, ExecutionCancelled, IpyboxError, ServiceError
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.hosttools import HOST_SERVER
+from ipybox_integrations._agent_tools import bind_run
 from ipybox_integrations._failures import error_text
 from ipybox_integrations._notes import Notes
 from ipybox_integrations._session import (
@@ -310,9 +311,10 @@ class CodeActionTool(FunctionTool):
         )
         self._waiting.resumed(conversation, invocation.call_id)
         await self._reattach(invocation)  # this or another instance (or process) left it waiting
-        bind = getattr(session.executor, "bind_tool_context", None)
-        if bind is not None and (invocation.execution is not None or not session.executor.busy):
-            bind(context)  # the agent tools this invocation's code calls run in this run
+        if invocation.execution is not None or not session.executor.busy:
+            bind_run(
+                session.executor, context
+            )  # the agent tools this invocation's code calls run in this run
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)

@@ -38,6 +38,7 @@ from ipybox_core.hosttools import HOST_SERVER, HostCall, HostTool
 from ipybox_integrations._agent_tools import (
     NO_APPROVAL,
     AgentToolRun,
+    bind_run,
     check_selection,
     pick,
     register_agent_tools,
@@ -113,9 +114,7 @@ class AgentTools:
     def bind(self, executor: Any, ctx: RunContext[Any]) -> None:
         """Hand ``ctx`` and this instance's held results to the calls of the execution ``executor``
         runs for this ``execute_code`` call (any instance's registered tools then serve them)."""
-        bind = getattr(executor, "bind_tool_context", None)
-        if bind is not None:
-            bind(BoundRun(ctx, self))
+        bind_run(executor, BoundRun(ctx, self))
 
 
 @dataclass(frozen=True)
