@@ -312,9 +312,8 @@ class CodeActionTool(FunctionTool):
         self._waiting.resumed(conversation, invocation.call_id)
         await self._reattach(invocation)  # this or another instance (or process) left it waiting
         if invocation.execution is not None or not session.executor.busy:
-            bind_run(
-                session.executor, context
-            )  # the agent tools this invocation's code calls run in this run
+            # the agent tools this invocation's code calls run in this run
+            bind_run(session.executor, context)
         with invocation_scope(invocation):
             try:
                 output = await self._invoke_nested(context, arguments)
