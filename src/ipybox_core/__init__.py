@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ipybox_core.executor import (
         CodeExecutor,
         DisplayOutput,
+        ElicitationRequest,
         Execution,
         ExecutionEvent,
         ExecutionResult,
@@ -94,6 +95,7 @@ _EXPORTS = {
     "ipybox_core.executor": [
         "CodeExecutor",
         "DisplayOutput",
+        "ElicitationRequest",
         "Execution",
         "ExecutionEvent",
         "ExecutionResult",
@@ -123,6 +125,7 @@ __all__ = [
     "CodegenError",
     "ConfigError",
     "DisplayOutput",
+    "ElicitationRequest",
     "Execution",
     "ExecutionCancelled",
     "ExecutionEvent",
