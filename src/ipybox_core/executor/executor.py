@@ -502,7 +502,7 @@ class CodeExecutor:
         if self._call is None:
             return 0
         call_id, execution = self._call
-        if execution.done or not execution.pending_approvals:
+        if execution.done or not (execution.pending_approvals or execution.pending_questions):
             return 0
         if (calls is not None and call_id not in calls) or call_id in keep:
             return 0

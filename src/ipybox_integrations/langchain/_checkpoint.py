@@ -150,8 +150,9 @@ def _index_of(shown: Interrupt | None, most: int) -> int | None:
 
 
 def is_own_answer(value: object) -> bool:
-    """True for an answer shaped like this tool's (a ``HITLResponse``, or one ``per_call`` decision)."""
-    return isinstance(value, Mapping) and ("decisions" in value or "type" in value)
+    """True for an answer shaped like this tool's (a ``HITLResponse``, one ``per_call`` decision, or
+    the answer to an MCP server's question)."""
+    return isinstance(value, Mapping) and ("decisions" in value or "type" in value or "action" in value)
 
 
 def answered_before() -> bool:

@@ -23,6 +23,7 @@ from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ServiceError
 from ipybox_core.executor import Execution, ExecutionResult
+from ipybox_core.mcp.elicitation import ElicitationRequest
 from ipybox_integrations._failures import EXECUTION_FAILURES
 from ipybox_integrations._session import (
     BUSY_MESSAGE,
@@ -38,6 +39,13 @@ from ipybox_integrations.langchain._checkpoint import (
     withhold_consumed_answer,
 )
 from ipybox_integrations.langchain._content import ContentBlocks, ExecuteCodeError, noted, result_content
+from ipybox_integrations.langchain._elicit import (
+    ElicitationResponse,
+    answer_question,
+    asks_question,
+    is_question,
+    question_value,
+)
 from ipybox_integrations.langchain._hitl import (
     TOOL_NAME,
     add_notice,
@@ -66,8 +74,8 @@ class _Call:
     thread_id: str
     call_id: str
     execution: Execution
-    request: ApprovalRequest | None = None
-    """The question the execution waits on (``None``: it runs)."""
+    request: ApprovalRequest | ElicitationRequest | None = None
+    """The question the execution waits on: a held call, or an MCP server's question (``None``: it runs)."""
     answered: int = 0
     """How many of this call's interrupts LangGraph has answered (replayed on every entry)."""
     surfaced: int | None = None
@@ -80,6 +88,8 @@ class _Call:
     """LangGraph's stream writer: the code's output goes there as it runs (``stream_mode="custom"``)."""
     runtime: ToolRuntime | None = None
     """The ``execute_code`` call's runtime (what the agent's ``interrupt_on`` predicates judge)."""
+    refused: str | None = None
+    """Why the last answer to the MCP server's question was refused (told when it is asked again)."""
 
 
 async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) -> ContentBlocks:
@@ -117,15 +127,20 @@ async def _drive(settings: ToolSettings, call: _Call, told: list[str]) -> Conten
     while True:
         if call.request is None:
             try:
-                stop = await next_stop(call.execution, call.write, call.call_id)
+                stop = await next_stop(
+                    call.execution, call.write, call.call_id, questions=settings.elicitation
+                )
             except ExecuteCodeError:
                 told += [*call.notes, *call.edits]
                 raise
-            if not isinstance(stop, ApprovalRequest):
+            if isinstance(stop, ExecutionResult):
                 told += [*call.notes, *call.edits]
                 return result_content(stop)
             call.request = stop
-        await _ask(settings, call, call.request)
+        if isinstance(call.request, ElicitationRequest):
+            await _put(settings, call, call.request)
+        else:
+            await _ask(settings, call, call.request)
 
 
 async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) -> None:
@@ -148,9 +163,7 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
             schema = response_schema(request.name, allowed, args_schema_of(request))
         value = interrupt(question, response_schema=schema)
     except GraphInterrupt:
-        # The execution waits in its executor; this tool remembers that it left it there.
-        settings.waiting.left(call.thread_id, call.call_id)
-        settings.notes.put_back((call.thread_id, call.call_id), call.notes)
+        _left(settings, call)
         raise
     call.answered += 1
     if call.surfaced != index:
@@ -162,6 +175,32 @@ async def _ask(settings: ToolSettings, call: _Call, request: ApprovalRequest) ->
     await record_call(request)
     add_notice(call.edits, edit_notice(value))
     call.request = None
+
+
+async def _put(settings: ToolSettings, call: _Call, question: ElicitationRequest) -> None:
+    """Put an MCP server's ``question`` to the user (ends the graph run) or, on re-entry, give it
+    the answer given; content the schema refuses asks again, saying why."""
+    index = call.answered
+    withhold_consumed_answer()
+    try:
+        value = interrupt(
+            question_value(question, call.call_id, call.refused), response_schema=ElicitationResponse
+        )
+    except GraphInterrupt:
+        _left(settings, call)
+        raise
+    call.answered += 1
+    if call.surfaced != index:  # a consumed resume delivered again (see _ask): ask again
+        return
+    call.refused = await answer_question(question, value)
+    if call.refused is None:
+        call.request = None
+
+
+def _left(settings: ToolSettings, call: _Call) -> None:
+    """The execution waits in its executor; this tool remembers that it left it there."""
+    settings.waiting.left(call.thread_id, call.call_id)
+    settings.notes.put_back((call.thread_id, call.call_id), call.notes)
 
 
 async def _start(
@@ -196,7 +235,9 @@ async def _reattach(
         if execution is not None and settings.agent_tools is not None:
             await settings.agent_tools.prepare(settings.conversations.source)
             bind_context(session.executor, runtime)  # its agent tool calls run in this entry
-        stop = None if execution is None else await next_stop(execution, runtime.stream_writer, call_id)
+        stop = None
+        if execution is not None:
+            stop = await next_stop(execution, runtime.stream_writer, call_id, questions=settings.elicitation)
     except (ServiceError, *EXECUTION_FAILURES) as error:
         raise ExecuteCodeError(describe_failure(error)) from error  # ExecutionGone names its cause
     if execution is None or stop is None:
@@ -208,8 +249,11 @@ async def _reattach(
     return _Call(thread_id, call_id, execution, stop, answered=answered, surfaced=surfaced)
 
 
-def _asks_about(shown: object, request: ApprovalRequest) -> bool:
-    """True when ``shown`` (an interrupt value) asked about ``request`` (its name and arguments)."""
+def _asks_about(shown: object, request: ApprovalRequest | ElicitationRequest) -> bool:
+    """True when ``shown`` (an interrupt value) asked about ``request`` (its name and arguments;
+    a question: its server, tool, message and form)."""
+    if isinstance(request, ElicitationRequest):
+        return asks_question(shown, request)
     return _action_of(shown) == (request.name, dict(request.args))
 
 
@@ -226,7 +270,10 @@ def _action_of(value: object) -> tuple[object, object] | None:
 
 
 def _own(shown: Interrupt | None) -> Interrupt | None:
-    """``shown`` if this tool asked it about a held call (not a HITL ``per_call`` gate on the tool itself)."""
+    """``shown`` if this tool asked it about a held call or put an MCP server's question (not a HITL
+    ``per_call`` gate on the tool itself)."""
+    if shown is not None and is_question(shown.value):
+        return shown
     action = _action_of(shown.value) if shown is not None else None
     return shown if action is not None and action[0] != TOOL_NAME else None
 

@@ -42,7 +42,9 @@ async def finished_results(source: SessionSource, key: str, call_ids: Sequence[s
     for call_id in call_ids:
         try:
             execution = await executor.reattach(call_id)
-            if execution is None or (execution.pending_approvals and not execution.done):
+            if execution is None or (
+                (execution.pending_approvals or execution.pending_questions) and not execution.done
+            ):
                 continue
             stop = await execution.next_stop()
         except IpyboxError:

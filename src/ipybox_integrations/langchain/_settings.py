@@ -32,6 +32,8 @@ class ToolSettings:
     interrupt_mode: InterruptMode
     agent_tools: AgentTools | None = None
     """The agent's own tools the code calls (``CodeActionMiddleware``); ``None``: none."""
+    elicitation: bool = False
+    """An MCP server's question during a call is an ``elicitation`` interrupt (else it is declined)."""
     conversations: Conversations = field(init=False)
     waiting: WaitingCalls = field(init=False)
     """The calls this tool left waiting for a decision (the executions wait in their executors)."""

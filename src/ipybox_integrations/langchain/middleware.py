@@ -51,6 +51,11 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     without asking; its ``interrupt_mode`` is the default of ``interrupt_mode``. Without it, every
     such call is asked like an MCP call.
 
+    ``elicitation=True``: an MCP server's question during a call of the code is an ``interrupt()``
+    whose value is ``{"elicitation": {...}}``, answered with ``Command(resume={"action": "accept",
+    "content": {...}})`` (or ``decline`` / ``cancel``); see :func:`execute_code_tool`. Off by
+    default: the question is declined, as an app that knows only approval interrupts expects.
+
     When new input arrives on a thread whose ``execute_code`` still waits for an approval, that
     execution is cancelled (also in an ipybox service, whichever process started it): the
     conversation moved on, and the call's tool message tells the model so. Use the agent
@@ -71,6 +76,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         interrupt_mode: InterruptMode | None = None,
         agent_tools: AgentToolSelection = None,
         human_in_the_loop: HumanInTheLoop | None = None,
+        elicitation: bool = False,
     ) -> None:
         super().__init__()
         self.conversations = Conversations(executor)
@@ -90,6 +96,7 @@ class CodeActionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             abandon_after=abandon_after,
             interrupt_mode=interrupt_mode,
             agent_tools=self._agent_tools,
+            elicitation=elicitation,
         )
         self.tools = [build_execute_code_tool(self._settings)]
 

@@ -35,6 +35,7 @@ def execute_code_tool(
     timeout: float | None = None,
     abandon_after: float | None = None,
     interrupt_mode: InterruptMode = "batched",
+    elicitation: bool = False,
 ) -> BaseTool:
     """The ``execute_code`` tool: runs Python in a kernel, each MCP call approved by a human.
 
@@ -56,6 +57,13 @@ def execute_code_tool(
     count). The backstop for an approval nobody answers belongs to where the execution lives (the
     in-process executor's ``abandon_after``, 15 minutes; the service's ``--approval-timeout`` for
     ``RemoteSessions``); ``abandon_after`` (seconds) cancels a call left waiting that long sooner.
+
+    ``elicitation=True``: an MCP server's question during a call of the code (an executor without
+    ``mcp_elicit``) is an ``interrupt()`` too, its value ``{"elicitation": {"server", "tool",
+    "message", "schema" or "url", "tool_call_id"}}``, resumed with ``{"action": "accept",
+    "content": {...}}``, ``{"action": "decline"}`` or ``{"action": "cancel"}``; content the schema
+    refuses is asked again with ``"error"`` saying why. Off (the default), or outside a graph with a
+    checkpointer, the question is declined and the code's stderr says so.
     """
     return build_execute_code_tool(
         tool_settings(
@@ -66,6 +74,7 @@ def execute_code_tool(
             timeout=timeout,
             abandon_after=abandon_after,
             interrupt_mode=interrupt_mode,
+            elicitation=elicitation,
         )
     )
 
@@ -80,6 +89,7 @@ def tool_settings(
     abandon_after: float | None,
     interrupt_mode: InterruptMode,
     agent_tools: AgentTools | None = None,
+    elicitation: bool = False,
 ) -> ToolSettings:
     """The checked settings of one ``execute_code`` tool (see :func:`execute_code_tool`)."""
     return ToolSettings(
@@ -91,6 +101,7 @@ def tool_settings(
         abandon_after=abandon_after,
         interrupt_mode=check_mode(interrupt_mode),
         agent_tools=agent_tools,
+        elicitation=elicitation,
     )
 
 
