@@ -7,7 +7,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from ipybox_core import CodeExecutor
-from servers import PYTHON, SERVE_SCRIPT
+from servers import PYTHON, SERVE_SCRIPT, SERVERS_DIR
+
+ELICIT_SERVER = {
+    "command": PYTHON,
+    "args": [str(SERVERS_DIR / "elicit_server.py")],
+    "env": {"PYTHONUNBUFFERED": "1"},
+}
+"""The config of the stdio server whose tools ask their user questions (``elicit_server.py``)."""
 
 
 @contextlib.asynccontextmanager

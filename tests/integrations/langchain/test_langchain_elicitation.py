@@ -29,20 +29,15 @@ from lc_kit import (
     user,
 )
 
+from example_runner import documented, run_example
 from ipybox_core import CodeExecutor
 from ipybox_core.approval import ApprovalRules
 from ipybox_integrations.langchain import CodeActionMiddleware
 from ipybox_integrations.langchain._elicit import NOT_ASKED
-from servers import PYTHON, SERVERS_DIR
-from servers.executors import left_idle
+from servers.executors import ELICIT_SERVER, left_idle
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
-SERVER = {
-    "command": PYTHON,
-    "args": [str(SERVERS_DIR / "elicit_server.py")],
-    "env": {"PYTHONUNBUFFERED": "1"},
-}
 BOOK = "from mcptools.elicit import book, nap, answers_seen\n"
 SCHEMA_KEYS = {"seats", "window"}
 
@@ -54,7 +49,7 @@ async def elicit_executor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
         workspace=tmp_path_factory.mktemp("lc-elicit-ws"),
         timeout=60,
         approval=ApprovalRules(allow=["elicit.book", "elicit.answers_seen"]),
-        mcp_servers={"elicit": SERVER},
+        mcp_servers={"elicit": ELICIT_SERVER},
     ) as executor:
         yield executor
 
@@ -187,3 +182,15 @@ async def test_without_the_flag_the_question_is_declined_and_the_code_is_told_wh
     (message,) = tool_messages(out.value)
     assert "LH7: decline" in text_of(message)
     assert NOT_ASKED in text_of(message)  # was: a reason about event consumers the model cannot act on
+
+
+def test_the_example_answers_the_order_form_after_a_refused_quantity() -> None:
+    out = run_example("langchain_elicitation.py").stdout.splitlines()
+    lines = [
+        "checkout.checkout asks: Order b-101?",
+        "refused: the content does not match the requested schema: quantity: 9 is greater than the maximum of 5",
+        "checkout.checkout asks: Order b-101?",
+        "result: ordered 2 x b-101, express shipping",
+    ]
+    assert out[:4] == lines
+    documented("frameworks/langchain.md", *lines)
