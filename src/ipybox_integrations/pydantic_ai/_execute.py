@@ -50,6 +50,7 @@ from ipybox_core.approval import ApprovalRequest
 from ipybox_core.errors import ServiceError, ToolError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
+from ipybox_core.mcp.elicitation import ElicitationRequest
 from ipybox_core.protocol import MOVED_ON
 from ipybox_integrations._agent_tools import NO_APPROVAL
 from ipybox_integrations._failures import EXECUTION_FAILURES, error_text
@@ -88,6 +89,11 @@ logger = logging.getLogger(__name__)
 STALE_APPROVAL_MESSAGE = protocol.NOT_WAITING_MESSAGE
 DENIED_REASON = "the user denied this execute_code call"
 FAILED_RUN_REASON = "the agent run that asked for this approval failed"
+NOT_ASKED = (
+    "PydanticAI's CodeAction does not put MCP servers' questions to the user "
+    "(the application answers them with CodeExecutor(mcp_elicit=...))"
+)
+"""Why an MCP server's question during a call of the code is declined (told to the code on its stderr)."""
 
 ConversationKey = Callable[[RunContext[Any]], "str | None"]
 """Maps a run to its conversation (and so its kernel), e.g. ``lambda ctx: ctx.deps.user_id``."""
@@ -210,6 +216,8 @@ class CodeRunner:
                     await self._decide(ctx, ref, executor, execution, event)
                 elif isinstance(event, ToolCall):
                     ref.calls.finished(event)
+                elif isinstance(event, ElicitationRequest):
+                    event.decline_unanswered(NOT_ASKED)
                 elif isinstance(event, ExecutionResult):
                     return tool_return(event)
         except EXECUTION_FAILURES as error:
