@@ -194,3 +194,33 @@ def test_the_example_answers_the_order_form_after_a_refused_quantity() -> None:
     ]
     assert out[:4] == lines
     documented("frameworks/langchain.md", *lines)
+
+
+async def test_answers_keyed_by_interrupt_id_in_the_per_call_mode(executor: CodeExecutor) -> None:
+    code = f"{BOOK}print(book(flight='LH8'))\nprint(nap(seconds=0))"
+    middleware = CodeActionMiddleware(executor, elicitation=True, interrupt_mode="per_call")
+    _, agent = make_agent([middleware], run_code_then_finish(code))
+    first = only_interrupt(await agent.ainvoke(user(), config("el-keyed"), version="v2"))
+    assert asked(first)["message"] == "How many seats on LH8?"
+    refused = only_interrupt(await resume(agent, "el-keyed", {first.id: accept(seats=0)}))
+    assert "seats: 0 is less than the minimum of 1" in asked(refused)["error"]
+    approval = only_interrupt(await resume(agent, "el-keyed", {refused.id: accept(seats=1)}))
+    assert (approval.value["type"], approval.value["name"]) == ("tool_approval", "elicit.nap")
+    out = await resume(agent, "el-keyed", {approval.id: {"type": "approve"}})
+    assert not out.interrupts
+    assert [text_of(message) for message in tool_messages(out.value)] == ["LH8: 1 seat(s), aisle\nrested"]
+
+
+async def test_a_run_without_an_answer_asks_the_same_question_again(executor: CodeExecutor) -> None:
+    code = f"{BOOK}print(book(flight='LH9'), book(flight='LH10'))"
+    _, agent = make_agent([CodeActionMiddleware(executor, elicitation=True)], run_code_then_finish(code))
+    asked(only_interrupt(await agent.ainvoke(user(), config("el-none"), version="v2")))
+    second = only_interrupt(await resume(agent, "el-none", accept(seats=5)))
+    assert asked(second)["message"] == "How many seats on LH10?"
+    # no answer: the consumed answer to LH9 is not taken for LH10's (langgraph#8837)
+    again = only_interrupt(await agent.ainvoke(None, config("el-none"), version="v2"))
+    assert asked(again)["message"] == "How many seats on LH10?"
+    out = await resume(agent, "el-none", {"action": "cancel"})
+    assert [text_of(message) for message in tool_messages(out.value)] == [
+        "LH9: 5 seat(s), aisle LH10: cancel"
+    ]
