@@ -357,10 +357,15 @@ Date = Annotated[
     PlainSerializer(_iso, return_type=Any, when_used="json"),
 ]
 """``format: date``: a date or ``'YYYY-MM-DD'``."""
+def _uuid_text(value: Any) -> Any:
+    """A UUID as its string; anything else (a union's other member, e.g. an int) as it is."""
+    return str(value) if isinstance(value, uuid.UUID) else value
+
+
 Uuid = Annotated[
     uuid.UUID,
     PlainValidator(_uuid, json_schema_input_type=str),
-    PlainSerializer(str, return_type=str, when_used="json"),
+    PlainSerializer(_uuid_text, return_type=Any, when_used="json"),
 ]
 """``format: uuid``: a UUID or its hyphenated string, sent lower-case."""
 

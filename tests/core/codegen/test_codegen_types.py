@@ -141,6 +141,15 @@ def test_formats_become_python_types_sent_as_strings(generate: Generator, served
     }
 
 
+def test_an_integer_beside_a_uuid_in_a_union_is_sent_as_an_integer(
+    generate: Generator, served: ThreadedToolServer
+) -> None:
+    # Found by test_codegen_properties: the UUID's serializer turned the union's int 0 into "0".
+    items = {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "integer"}]}
+    fn = one(generate, tool("f", {"ids": {"type": "array", "items": items}}))
+    assert sent(served, fn, ids=[0, uuid.UUID(int=5)]) == {"ids": [0, str(uuid.UUID(int=5))]}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
