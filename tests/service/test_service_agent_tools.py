@@ -126,6 +126,7 @@ except ToolTimeoutError as error:
     assert "ToolTimeoutError: host tool 'hangs' did not finish within 1 s" in text
     assert after.strip() == "A-2" and contexts == ["run-7", "run-7"]  # usable after the hang
     assert "from agent_tools import" in reference and "def lookup(*, order: str)" in reference
+    assert reference.count("# MCP tools as Python functions") == 1  # the service's part and the agent tools'
 
 
 def test_a_call_handed_to_one_process_never_runs_in_another_that_reattaches(

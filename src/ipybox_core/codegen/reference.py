@@ -9,12 +9,13 @@ from itertools import zip_longest
 from ipybox_core.codegen._source import one_line
 from ipybox_core.codegen.package import GeneratedPackage, GeneratedTool
 
-_INTRO = (
+INTRO = (
     "# MCP tools as Python functions: keyword arguments only (a dict works where a model class is\n"
     "# expected); help(<function>) shows full docs. A str result's .structured holds any data\n"
     "# the server also sent. A failing tool raises ToolError (from ipybox_core.errors import\n"
     "# ToolError), a rejected call PermissionError.\n"
 )
+"""How every API reference starts: how the functions are called and fail."""
 _REDUCED = "# Shortened to fit: help(<function>) shows a function in full, help(<Model>) a model's fields.\n"
 
 _UNTYPED = "(schema not understood: arguments unchecked, see help())"
@@ -63,7 +64,7 @@ def api_reference(
 
 
 def _intro(shown: int, total: int) -> str:
-    return _INTRO if shown == total else _INTRO + _REDUCED
+    return INTRO if shown == total else INTRO + _REDUCED
 
 
 def _plan(packages: Sequence[GeneratedPackage]) -> tuple[list[_Section], list[int]]:
@@ -154,7 +155,7 @@ def _truncated(packages: Sequence[GeneratedPackage], package: str, max_chars: in
         if kept:
             counts[order[kept - 1][0]] += 1
         names = (_names(pkg, package, count) for pkg, count in zip(packages, counts, strict=True))
-        text = _INTRO + _REDUCED + "".join(names)
+        text = INTRO + _REDUCED + "".join(names)
         if len(text) <= max_chars:
             best = text
     if best is None:  # not even the introduction fits

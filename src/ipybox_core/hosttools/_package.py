@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ipybox_core.codegen import (
     generate_server_package,
     remove_server_package,
 )
+from ipybox_core.codegen.package import build_package_files
 from ipybox_core.hosttools._backend import HostTools
 from ipybox_core.hosttools._tool import HOST_SERVER
 
@@ -38,13 +38,13 @@ def write_host_package(tools: HostTools, root: Path) -> GeneratedPackage | None:
 
 
 def host_reference(tools: HostTools, *, package: str) -> str:
-    """The API reference of ``tools`` alone, generated in a scratch directory (``""``: none): what
-    an application shows when its kernel lives in an ipybox service."""
+    """The API reference of ``tools`` alone, generated in memory (``""``: none): what an
+    application shows when its kernel lives in an ipybox service."""
     if not tools:
         return ""
-    with tempfile.TemporaryDirectory(prefix="ipybox-agent-tools-") as root:
-        generated = write_host_package(tools, Path(root))
-        return combined_reference([], generated, package=package, max_chars=None)
+    _, generated, models = build_package_files(HOST_SERVER, tools.infos())
+    unwritten = GeneratedPackage(HOST_SERVER, HOST_SERVER, Path(HOST_SERVER), generated, models)
+    return combined_reference([], unwritten, package=package, max_chars=None)
 
 
 def combined_reference(

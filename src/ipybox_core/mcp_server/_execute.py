@@ -17,7 +17,6 @@ from mcp_types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
-    ElicitResult,
     InputRequiredResult,
     TextContent,
 )
@@ -117,7 +116,7 @@ async def start(
     host_tools = protocol.meta_value(meta, protocol.HOST_TOOLS)
     if host_tools is not None:
         try:
-            await session.host_calls.serve(executor, host_tools)
+            await session.host_calls.serve(executor, host_tools, wait_for=service.settings.approval_timeout)
         except ConfigError as error:
             return error_result("unavailable", f"Error: the client's agent tools are invalid: {error}")
     try:
@@ -207,23 +206,16 @@ async def resume(
     context = dataclasses.replace(
         parked.context, host_call=None, client=caller.client or parked.context.client
     )
-    if handed is not None:  # the application ran the agent tool: its outcome
-        reply = answer_of(responses.get(parked.key))
-        if reply.cancel:
-            await cancel_execution(
-                parked.execution, reply.reason or "cancelled by the client", caller.decided_by
-            )
-        else:
-            handed.settle(_outcome_text(responses.get(parked.key)))
-        return await drive(service, approver, ctx, parked.execution, context)
-    assert parked.request is not None  # parked at an approval request
-    decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
     answer = answer_of(responses.get(parked.key))
     if answer.cancel:
         await cancel_execution(
             parked.execution, answer.reason or "cancelled by the client", caller.decided_by
         )
+    elif handed is not None:  # the application ran the agent tool: its outcome
+        handed.settle(answer.outcome)
     else:
+        assert parked.request is not None  # parked at an approval request
+        decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
         await apply_answer(parked.request, answer, decided_by=caller.decided_by)
     return await drive(service, approver, ctx, parked.execution, context)
 
@@ -310,20 +302,6 @@ def _handed(service: IpyboxService, result: Round, caller: Caller) -> Round:
         if parked is not None and parked.context.host_call is not None:
             parked.context.host_call.hand_to(caller.client)
     return result
-
-
-def _outcome_text(response: object) -> str | None:
-    """The outcome text in the client's answer to an agent tool call (``None``: declined)."""
-    action: object
-    content: object
-    if isinstance(response, ElicitResult):
-        action, content = response.action, response.content
-    elif isinstance(response, dict):
-        action, content = response.get("action"), response.get("content")
-    else:
-        return None
-    value = content.get("outcome") if action == "accept" and isinstance(content, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def _ask_host(state: str, handed: HandedCall) -> InputRequiredResult:

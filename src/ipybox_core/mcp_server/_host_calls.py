@@ -76,6 +76,11 @@ class HandedCall:
             self.future.set_exception(error)
         self._stop_timer()
 
+    def withdraw(self) -> None:
+        """Nobody waits for the outcome any more."""
+        self.future.cancel()
+        self._stop_timer()
+
     def _expire(self, limit: float) -> None:
         who = f" ({self.taker})" if self.taker else ""
         self.fail(
@@ -95,16 +100,16 @@ class HandedCall:
 class HostCalls:
     """The agent tools of one client session and the calls of its code that wait for them."""
 
-    def __init__(self, *, wait_for: float) -> None:
-        self._wait_for = wait_for  # how long a call may wait to be taken (the approval timeout)
+    def __init__(self) -> None:
         self._signature: str | None = None
         self._timeouts: dict[str, float | None] = {}
         self._new: deque[HandedCall] = deque()
         self._open: set[HandedCall] = set()
         self._arrived = asyncio.Event()
 
-    async def serve(self, executor: CodeExecutor, data: object) -> None:
-        """Give ``executor``'s kernel the tools ``data`` defines (unchanged ones: nothing to do).
+    async def serve(self, executor: CodeExecutor, data: object, *, wait_for: float) -> None:
+        """Give ``executor``'s kernel the tools ``data`` defines (unchanged ones: nothing to do); a
+        call may wait ``wait_for`` seconds (the approval timeout) to be taken.
 
         Raises:
             ConfigError: ``data`` is not a list of tool definitions, or an MCP server of the
@@ -116,13 +121,9 @@ class HostCalls:
         default = executor.call_timeout
         given = tools_from_data(data, self._run)
         limits = {tool.name: tool.timeout if tool.timeout is not None else default for tool in given}
-        # The tool server's own bound is a backstop: waiting to be taken, then the tool's timeout.
-        tools = [dataclasses.replace(tool, timeout=self._backstop(limits[tool.name])) for tool in given]
+        tools = [dataclasses.replace(tool, timeout=_backstop(wait_for, limits[tool.name])) for tool in given]
         await executor.register_host_tools(tools)
         self._signature, self._timeouts = signature, limits
-
-    def _backstop(self, limit: float | None) -> float | None:
-        return None if limit is None else self._wait_for + limit + 2 * GRACE
 
     def watch(self, execution: Execution) -> None:
         """Fail the calls still waiting when ``execution`` ends (cancelled, timed out, died)."""
@@ -155,10 +156,14 @@ class HostCalls:
             self._open.discard(handed)
             with contextlib.suppress(ValueError):
                 self._new.remove(handed)
-            handed.future.cancel()  # the tool server gave up on it (its backstop)
-            handed.fail(ExecutionCancelled("the call was abandoned"))
+            handed.withdraw()  # done, or the tool server gave up on it (its backstop)
 
     def _abandon(self) -> None:
         for handed in list(self._open):
             handed.fail(ExecutionCancelled("the execution ended before the application answered"))
         self._new.clear()
+
+
+def _backstop(wait_for: float, limit: float | None) -> float | None:
+    """The tool server's own bound of a relayed call: waiting to be taken, then the tool's timeout."""
+    return None if limit is None else wait_for + limit + 2 * GRACE

@@ -121,6 +121,8 @@ class Answer:
     reason: str | None = None
     arguments: dict[str, Any] | None = None
     cancel: bool = False
+    outcome: str | None = None
+    """An agent tool's outcome (JSON text), in the answer to a call handed to the client."""
 
 
 def answer_of(response: object) -> Answer:
@@ -139,6 +141,7 @@ def answer_of(response: object) -> Answer:
         reason=reason if isinstance(reason, str) and reason else None,
         arguments=arguments,
         cancel=fields.get("cancel") is True,
+        outcome=outcome if action == "accept" and isinstance(outcome := fields.get("outcome"), str) else None,
     )
 
 

@@ -57,7 +57,6 @@ DEFAULT_SESSION = "default"
 """Over Streamable HTTP, the key of the session of the clients that name none (keys of named
 sessions always have a ``mcp:`` or ``named:`` prefix)."""
 _FORGET_WORKSPACES_AFTER = 10_000
-DEFAULT_WAIT = 86_400.0  # seconds an agent tool call may wait to be taken (the approval timeout)
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -105,7 +104,7 @@ class ClientSession:
     restart_notice: str | None = None
     pooled: Session | None = None
     """The :class:`~ipybox_core.sessions.Session` behind a keyed session."""
-    host_calls: HostCalls = field(default_factory=lambda: HostCalls(wait_for=DEFAULT_WAIT))
+    host_calls: HostCalls = field(default_factory=HostCalls)
     """The agent tools its application sent, and their calls that wait for the application."""
 
     @contextlib.contextmanager
@@ -171,7 +170,7 @@ class IpyboxService:
         # Executions answered from the approvals inbox, until their call's next round takes the outcome.
         self.answered = AnsweredCalls(keep_for=settings.approval_timeout + 60.0)
         self._notify = notify or _stderr
-        self._default = self._client(None, settings.workspace)
+        self._default = ClientSession(None, settings.workspace)
         self._pool: Sessions | None = None  # the keyed sessions' kernels, once started
         self._pool_task: asyncio.Task[Sessions] | None = None
         self._pool_failures: dict[str, str] = {}  # config servers that failed for the keyed sessions
@@ -426,18 +425,6 @@ class IpyboxService:
         own = self._approval()
         executor.approval = own if rules is None else NarrowedPolicy(own, protocol.rules_from_data(rules))
 
-    def _client(
-        self,
-        key: str | None,
-        workspace: Path,
-        executor: CodeExecutor | None = None,
-        *,
-        pooled: Session | None = None,
-    ) -> ClientSession:
-        failures = dict(self._pool_failures) if pooled is not None else {}
-        host_calls = HostCalls(wait_for=self.settings.approval_timeout)
-        return ClientSession(key, workspace, executor, failures, pooled=pooled, host_calls=host_calls)
-
     def _start_default(self) -> None:
         if not self._default_started:
             self._default_started = True
@@ -549,7 +536,9 @@ class IpyboxService:
         if client is None or client.executor is not session.executor:
             if client is not None:  # never while one is parked: a parked execution keeps it busy
                 await self.cancel_parked(key, "the session's kernel was closed")
-            client = self._client(key, session.workspace, session.executor, pooled=session)
+            client = ClientSession(
+                key, session.workspace, session.executor, dict(self._pool_failures), pooled=session
+            )
             notice = session.take_restart_notice()
             if notice is not None:
                 client.restart_notice = (

@@ -255,15 +255,8 @@ class RemoteExecutor:
                 rounds.running = (key, state)
                 outcome = await self._host.run(question, self._tool_context)
                 rounds.running = None
-                reply = await self._connection.execute(
-                    self.session,
-                    arguments=rounds.arguments,
-                    input_responses={key: ElicitResult(action="accept", content={"outcome": outcome})},
-                    request_state=state,
-                    call=rounds.call_id,
-                    on_output=_chunks(emit),
-                    on_tool_call=self._calls(emit, rounds),
-                )
+                answered = ElicitResult(action="accept", content={"outcome": outcome})
+                reply = await self._answer(emit, rounds, key, state, answered)
                 continue
             request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
             request.expect_outcome()  # the service relays what the call came to
@@ -285,17 +278,22 @@ class RemoteExecutor:
             answer = ElicitResult(
                 action="accept" if decision.approved else "decline", content=content or None
             )
-            reply = await self._connection.execute(
-                self.session,
-                arguments=rounds.arguments,
-                input_responses={key: answer},
-                request_state=state,
-                call=rounds.call_id,
-                on_output=_chunks(emit),
-                on_tool_call=self._calls(emit, rounds),
-            )
+            reply = await self._answer(emit, rounds, key, state, answer)
             rounds.waiting.clear()
         return _result(reply)
+
+    async def _answer(self, emit: Emit, rounds: _Rounds, key: str, state: str, answer: ElicitResult) -> Round:
+        """The round that answers the question ``key`` of request state ``state``: the execution's
+        next stop (its output and decided calls handed on meanwhile)."""
+        return await self._connection.execute(
+            self.session,
+            arguments=rounds.arguments,
+            input_responses={key: answer},
+            request_state=state,
+            call=rounds.call_id,
+            on_output=_chunks(emit),
+            on_tool_call=self._calls(emit, rounds),
+        )
 
     def _calls(self, emit: Emit, rounds: _Rounds) -> OnToolCall:
         """Hands each decided call the service relays on as a :class:`ToolCall` event (with the

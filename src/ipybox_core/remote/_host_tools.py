@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from ipybox_core.codegen.reference import INTRO
 from ipybox_core.hosttools import HostTool, HostTools
 from ipybox_core.hosttools._package import host_reference
 from ipybox_core.hosttools._wire import CallQuestion, run_call, tool_data
@@ -40,8 +41,9 @@ class RemoteHostTools:
 
 
 def joined_reference(service: str, host: str, max_chars: int | None) -> str:
-    """The service's reference and the agent tools' after it, shortened to ``max_chars``."""
-    text = f"{service.rstrip()}\n\n{host}" if service and host else service or host
+    """The service's reference and the agent tools' after it (one introduction), shortened to
+    ``max_chars``."""
+    text = f"{service.rstrip()}\n\n{host.removeprefix(INTRO)}" if service and host else service or host
     if max_chars is None or len(text) <= max_chars:
         return text
     head = text[: max(max_chars - len(SHORTENED), 0)]
