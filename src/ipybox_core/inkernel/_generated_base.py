@@ -357,6 +357,8 @@ Date = Annotated[
     PlainSerializer(_iso, return_type=Any, when_used="json"),
 ]
 """``format: date``: a date or ``'YYYY-MM-DD'``."""
+
+
 def _uuid_text(value: Any) -> Any:
     """A UUID as its string; anything else (a union's other member, e.g. an int) as it is."""
     return str(value) if isinstance(value, uuid.UUID) else value
