@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,14 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
         help="Streamable HTTP: stop the kernel of a session idle this long (default: 900)",
     )
     parser.add_argument(
+        "--header-timeout",
+        type=_finite_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="Streamable HTTP: close a connection that has not sent its request headers (and TLS "
+        "handshake) this long after connecting or after its last response (default: 10)",
+    )
+    parser.add_argument(
         "--warm-sessions",
         type=int,
         default=1,
@@ -162,6 +171,13 @@ def add_server_options(parser: argparse.ArgumentParser, *, port: int, approval_t
     )
 
 
+def _finite_seconds(text: str) -> float:
+    value = positive_float(text)
+    if math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds: {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from ipybox_core.approval.rules_file import load_rules
     from ipybox_core.mcp_server.service import IpyboxService
@@ -183,6 +199,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         pip_args=tuple(args.pip_arg),
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
+        header_timeout=args.header_timeout,
         warm_sessions=args.warm_sessions,
         audit_log=args.audit_log,
         approval_rules=rules,

@@ -454,7 +454,7 @@ async def serve(
                 shown = f"[{bound_host}]" if sock.family == socket.AF_INET6 else bound_host
                 on_listening(f"{scheme}://{shown}:{bound_port}/mcp")
             app = http_app(server, service, host=bound_host, port=bound_port, token=token, scheme=scheme)
-            await _serve_http(app, sock, tls)
+            await _serve_http(app, sock, tls, header_timeout=service.settings.header_timeout)
 
 
 def token_message(token: str | None, *, generated: bool) -> str:
@@ -540,23 +540,21 @@ def _listen(host: str, port: int) -> Iterator[socket.socket]:
         yield sock
 
 
-HEADER_TIMEOUT = 10.0
-"""Seconds an HTTP client has to send a request's headers (from connecting, or from the end of its
-last response; for HTTPS the TLS handshake too): slower connections are closed."""
 _REPEATING_LOGGERS = ("uvicorn.error", "asyncio", "mcp.server.transport_security")
 """Loggers whose lines a client without a token can cause (bad requests, refused connections,
 descriptor exhaustion): each line is written once a minute at most, then counted."""
 
 
-def listener_limits() -> ListenerLimits:
-    """The HTTP listener's limits, from this process's open-file limit (``descriptor_budget_limits``)."""
-    return descriptor_budget_limits(HEADER_TIMEOUT)
+def listener_limits(header_timeout: float) -> ListenerLimits:
+    """The HTTP listener's limits: ``header_timeout`` (:attr:`~.McpServerSettings.header_timeout`),
+    and caps from this process's open-file limit (``descriptor_budget_limits``)."""
+    return descriptor_budget_limits(header_timeout)
 
 
-async def _serve_http(app: ASGIApp, sock: socket.socket, tls: Tls | None = None) -> None:
+async def _serve_http(app: ASGIApp, sock: socket.socket, tls: Tls | None, *, header_timeout: float) -> None:
     from uvicorn.config import LOGGING_CONFIG
 
-    limits = listener_limits()
+    limits = listener_limits(header_timeout)
     refusal = plain_refusal(
         f"ipybox MCP server: too many connections (at most {limits.max_connections} at once); try again"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,10 @@ class McpServerSettings:
     ``None``: every call is asked (or, with ``auto_approve``, none)."""
     require_servers: bool = False
     """Fail at start when a config MCP server cannot start, instead of serving without it."""
+    header_timeout: float = 10.0
+    """Over Streamable HTTP: seconds a client has to send a request's headers (from connecting, or
+    from the end of its last response; over HTTPS the TLS handshake too); slower connections are
+    closed, so clients without the token cannot hold connections open."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
@@ -68,6 +73,10 @@ class McpServerSettings:
         for name in ("timeout", "approval_timeout", "install_timeout", "idle_timeout"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if not 0 < self.header_timeout < math.inf:
+            raise ConfigError(
+                f"header_timeout must be a finite number of seconds above 0, got {self.header_timeout!r}"
+            )
         if self.warm_sessions < 0:
             raise ConfigError(f"warm_sessions must be 0 or more, got {self.warm_sessions}")
         if self.max_sessions < 1:

@@ -28,6 +28,9 @@ from ipybox_core.cli import main
         ({"ws/.env": "NOT A LINE\n"}, [], ".env:1: expected NAME=value"),
         ({}, ["--transport", "streamable-http", "--host", "203.0.113.1", "--port", "1"], "cannot listen on"),
         ({}, ["--output-limit", "5"], "output_limit must be at least 100"),
+        ({}, ["--header-timeout", "0"], "argument --header-timeout: must be greater than 0: '0'"),
+        ({}, ["--header-timeout", "inf"], "argument --header-timeout: must be a finite number of seconds"),
+        ({}, ["--header-timeout", "soon"], "argument --header-timeout: not a number: 'soon'"),
     ],
 )
 def test_mistakes_exit_2_with_a_message(
