@@ -43,6 +43,7 @@ from ipybox_integrations._agent_tools import (
     pick,
     register_agent_tools,
 )
+from ipybox_integrations.pydantic_ai._deferred_events import announcing
 
 AgentToolSelection: TypeAlias = "bool | Sequence[str] | Callable[[ToolDefinition], bool] | None"
 """Which of the agent's tools the code can call: ``None`` (default: all), ``True`` (all), ``False``
@@ -303,7 +304,9 @@ async def dispatch_agent_tool_call(
     toolset = AgentToolCall(ctx, tool, request, metadata, results=results, on_ask=on_ask)
     root = ctx.tool_manager.root_capability if ctx.tool_manager is not None else ctx.root_capability
     manager = ToolManager(toolset=toolset, root_capability=root, ctx=ctx, tools=await toolset.get_tools(ctx))
-    return await manager.handle_call(call, approved=approved, wrap_validation_errors=False)
+    return await manager.handle_call(
+        call, approved=approved, wrap_validation_errors=False, **announcing(ctx, root)
+    )
 
 
 def call_timeout(definition: ToolDefinition) -> float:

@@ -16,7 +16,6 @@ run that no longer carries it (a new history), closes and cancels it at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
@@ -35,9 +34,8 @@ from pydantic_ai import (
     ToolReturn,
     UserPromptNode,
 )
-from pydantic_ai.exceptions import ToolFailed, ToolRetryError, UserError
+from pydantic_ai.exceptions import ToolFailed, ToolRetryError
 from pydantic_ai.messages import (
-    CapabilityEvent,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -74,6 +72,7 @@ from ipybox_integrations.pydantic_ai._agent_tools import (
     denied_message,
     dispatch_agent_tool_call,
 )
+from ipybox_integrations.pydantic_ai._deferred_events import emit
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
 from ipybox_integrations.pydantic_ai._usage import CodeCalls, not_a_tool_call
 from ipybox_integrations.pydantic_ai.approvals import (
@@ -211,7 +210,7 @@ class CodeRunner:
         try:
             async for event in execution:
                 if isinstance(event, OutputChunk):
-                    await _emit(ctx, CodeOutput(text=event.text, stream=event.stream))
+                    await emit(ctx, CodeOutput(text=event.text, stream=event.stream))
                 elif isinstance(event, ApprovalRequest):
                     await self._decide(ctx, ref, executor, execution, event)
                 elif isinstance(event, ToolCall):
@@ -240,7 +239,7 @@ class CodeRunner:
             if self._is_agent_tool(request):
                 await self._call_agent_tool(ctx, ref, execution, request, call, metadata)
                 return
-            await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
+            await emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
             try:
                 denied_reason = await self._ask_handlers(ctx, executor, request, call, metadata)
             except ApprovalRequired:
@@ -313,7 +312,7 @@ class CodeRunner:
         decision = request.decision
         approved = decision is not None and decision.approved
         reason = None if approved or decision is None else decision.reason
-        await _emit(
+        await emit(
             ctx, ApprovalDecided(approval_id=request.id, name=request.name, approved=approved, reason=reason)
         )
 
@@ -354,7 +353,7 @@ class CodeRunner:
 
         async def on_ask() -> None:
             asked[0] = True
-            await _emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
+            await emit(ctx, ApprovalRequested(approval=pending_approval(call.tool_call_id, metadata)))
 
         denied_reason: str | None
         try:
@@ -543,9 +542,3 @@ async def _reattached(
     except (ServiceError, *EXECUTION_FAILURES) as error:
         logger.warning("ipybox: could not resume execute_code call %s in the service: %s", call_id, error)
         return None
-
-
-async def _emit(ctx: RunContext[Any], event: CapabilityEvent) -> None:
-    """Emit into the run's event stream (skipped where the context has none, e.g. direct toolset use)."""
-    with contextlib.suppress(UserError):
-        await ctx.emit(event)

@@ -21,6 +21,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_integrations._outcomes import UNREPORTED, outcome_error, outcome_value
+from ipybox_integrations.pydantic_ai._deferred_events import announcing
 
 _ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
 
@@ -90,5 +91,7 @@ async def dispatch_held_call(
     toolset = HeldCallToolset(request, tool_def, metadata)
     root = ctx.tool_manager.root_capability if ctx.tool_manager is not None else ctx.root_capability
     manager = ToolManager(toolset=toolset, root_capability=root, ctx=ctx, tools=await toolset.get_tools(ctx))
-    outcome = await manager.handle_call(call, approved=approved, wrap_validation_errors=False)
+    outcome = await manager.handle_call(
+        call, approved=approved, wrap_validation_errors=False, **announcing(ctx, root)
+    )
     return outcome if isinstance(outcome, ToolDenied) else None

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from pydantic_ai import AgentRunResult, DeferredToolRequests, RunContext, Tool, ToolReturn
+from pydantic_ai import AgentRunResult, AgentStreamEvent, DeferredToolRequests, RunContext, Tool, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelRequest
 from pydantic_ai.tools import AgentDepsT
@@ -20,6 +20,7 @@ from ipybox_core.mcp import McpServerConfig
 from ipybox_core.sandbox import SandboxPolicy
 from ipybox_integrations._session import EXECUTE_CODE_DESCRIPTION, Conversations, Executor, SessionSource
 from ipybox_integrations.pydantic_ai._agent_tools import AgentTools, AgentToolSelection
+from ipybox_integrations.pydantic_ai._deferred_events import documented_events
 from ipybox_integrations.pydantic_ai._execute import CodeRunner, ConversationKey
 from ipybox_integrations.pydantic_ai.approvals import named_requests
 
@@ -214,6 +215,24 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         if isinstance(result.output, DeferredToolRequests):
             return dataclasses.replace(result, output=named_requests(result.output))
         return result
+
+    @property
+    def has_wrap_run_event_stream(self) -> bool:
+        # The wrapper only renames events for whoever consumes the stream; it must not make
+        # PydanticAI stream a run nobody watches (that needs a model with streamed requests).
+        return False
+
+    async def wrap_run_event_stream(
+        self, ctx: RunContext[AgentDepsT], *, stream: AsyncIterable[AgentStreamEvent]
+    ) -> AsyncIterable[AgentStreamEvent]:
+        # The calls the code holds appear as PydanticAI's DeferredToolRequestsEvent /
+        # DeferredToolResultsEvent, as a native deferred tool's do.
+        events = documented_events(stream)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
     async def after_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any, result: Any) -> Any:
         # A deferred execute_code call answered with ToolDenied is not called again: interrupt its kernel.

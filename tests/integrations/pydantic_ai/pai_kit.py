@@ -33,6 +33,17 @@ print(total, said)
 """
 """Code making three MCP calls; prints ``13 hello`` when all are approved."""
 
+TWO_CALLS = """\
+from mcptools.test import add, echo
+total = add(a=1, b=2)
+try:
+    said = echo(message="hello")
+except PermissionError as error:
+    said = f"refused ({error})"
+print(total, said)
+"""
+"""Code making two MCP calls, the second's rejection caught; prints ``3 hello`` when both are approved."""
+
 Step = str | dict[str, Any] | Sequence[str]
 """Code (or the arguments) of one execute_code call, or several codes for parallel calls in one response."""
 

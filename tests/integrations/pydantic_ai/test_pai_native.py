@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from pai_kit import ScriptedModel, returns_of, roundtrip, text_of
+from pai_kit import TWO_CALLS, ScriptedModel, returns_of, roundtrip, text_of
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 
@@ -15,16 +15,6 @@ from ipybox_core import CodeExecutor
 from ipybox_integrations.pydantic_ai import CodeAction, approval_results, pending_approvals
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")
-
-TWO_CALLS = """\
-from mcptools.test import add, echo
-total = add(a=1, b=2)
-try:
-    said = echo(message="hello")
-except PermissionError as error:
-    said = f"refused ({error})"
-print(total, said)
-"""
 
 
 def deferred_agent(executor: CodeExecutor, model: ScriptedModel) -> Agent[None, object]:
