@@ -25,7 +25,7 @@ from ipybox_core import protocol
 from ipybox_core._http_limits import ListenerLimits, descriptor_budget_limits, plain_refusal, repeats_limited
 from ipybox_core._http_listener import HttpListener
 from ipybox_core.errors import ConfigError, IpyboxError
-from ipybox_core.mcp_server import _execute, inbox
+from ipybox_core.mcp_server import _client_log, _execute, inbox
 from ipybox_core.mcp_server._protocol_errors import SpecErrorsServer
 from ipybox_core.mcp_server._results import error_result, failure_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
@@ -77,6 +77,7 @@ def build_server(service: IpyboxService, *, inbox_tools: bool = False) -> MCPSer
         log_level="WARNING",
         request_state_security=RequestStateSecurity.ephemeral(ttl=ttl),
     )
+    _client_log.add_set_level(server)
     approver = Approver(auto_approve=service.settings.auto_approve)
     decisions = _execute.Decisions()
     settings = service.settings
@@ -136,7 +137,8 @@ def build_server(service: IpyboxService, *, inbox_tools: bool = False) -> MCPSer
             except IpyboxError as exc:
                 raise ToolError(str(exc)) from None
             session.startup_failures.pop(name, None)
-            return registered.reference
+        await _client_log.log_registered(ctx, registered)
+        return registered.reference
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=TEXT_ONLY)
     async def list_mcp_servers(ctx: Context[Any, Any]) -> str:
