@@ -290,20 +290,25 @@ def _constraint_notes(field: FieldDef) -> list[str]:
 
 
 def _inner_notes(expr: TypeExpr) -> list[str]:
-    """The constraints of a list's items and a dict's values: ``items: max length 5``."""
+    """The constraints of a list's items and a dict's values: ``items: max length 5`` (also of
+    optional ones: ``items: max length 5 or None``)."""
     expr = expr.base if isinstance(expr, Constrained) else expr
     if isinstance(expr, ListType | DictType):
         inner = expr.item if isinstance(expr, ListType) else expr.value
         where = "items" if isinstance(expr, ListType) else "values"
-        if isinstance(inner, Constrained):
-            return [f"{where}: {_constraints_text(inner)}"]
+        text = _inner_text(inner)
+        return [f"{where}: {text}"] if text else []
     if isinstance(expr, TupleType):
-        return [
-            f"item {index}: {_constraints_text(item)}"
-            for index, item in enumerate(expr.items, 1)
-            if isinstance(item, Constrained)
-        ]
+        texts = [(index, _inner_text(item)) for index, item in enumerate(expr.items, 1)]
+        return [f"item {index}: {text}" for index, text in texts if text]
     return []
+
+
+def _inner_text(inner: TypeExpr) -> str:
+    value = without_none(inner)
+    if not isinstance(value, Constrained):
+        return ""
+    return _constraints_text(value) + (" or None" if value is not inner else "")
 
 
 def _constraints_text(expr: Constrained) -> str:

@@ -219,6 +219,8 @@ class SchemaConverter:
         if types is None:
             return ANY
         members = [self._single_type(node, kind, hint=hint, depth=depth, ref=ref) for kind in types]
+        if sum(kind != "null" for kind in types) > 1:  # type: [string, integer]: each its own bounds
+            members = [self._constrained({}, member, node, depth) for member in members]
         if node.get("nullable") is True:
             members.append(NONE)
         return union(members)
@@ -330,7 +332,7 @@ class SchemaConverter:
         if additional is False and "patternProperties" not in node:
             model.extra = "forbid"
         elif isinstance(additional, dict) and additional:
-            model.extra_type = self.type_of(additional, hint=f"{model.hint}Value", depth=depth + 1)
+            model.extra_type = self._bounded(additional, hint=f"{model.hint}Value", depth=depth + 1)
         return ModelRef(model)
 
     def _array_type(self, node: dict[str, Any], *, hint: str, depth: int) -> TypeExpr:
@@ -354,8 +356,16 @@ class SchemaConverter:
 
     def _bounded(self, node: Any, *, hint: str, depth: int) -> TypeExpr:
         """The type of an item or a dict value with its own constraints (``items: {"maxLength": 5}``),
-        which no field holds."""
-        return self._constrained({}, self.type_of(node, hint=hint, depth=depth), node, depth)
+        which no field holds; an optional one (``anyOf: [X, null]``, ``type: [X, "null"]``) keeps
+        the constraints of X."""
+        expr = self.type_of(node, hint=hint, depth=depth)
+        resolved = self._resolve_shallow(node, depth + 1, warn=False)
+        if isinstance(resolved, dict):
+            source, value = self._nullable_alternative(resolved, expr, depth)
+            if value is not expr:
+                base = {k: v for k, v in resolved.items() if k not in ("anyOf", "oneOf")}
+                return union([self._constrained(base, value, source, depth), NONE])
+        return self._constrained({}, expr, node, depth)
 
     # --- references and merging ------------------------------------------------------------------
 
@@ -505,11 +515,16 @@ class SchemaConverter:
     def _nullable_alternative(
         self, schema: dict[str, Any], expr: TypeExpr, depth: int
     ) -> tuple[Any, TypeExpr]:
-        """Where a field's constraints are: ``schema``, or for ``anyOf: [X, {"type": "null"}]`` (an
-        optional value, as pydantic writes it) ``X`` with the type of ``X`` (the bounds of X hold)."""
+        """Where a field's constraints are and the type they hold for: ``schema``, or for
+        ``anyOf: [X, {"type": "null"}]`` (an optional value, as pydantic writes it) ``X`` with the
+        type of ``X``; for ``type: [X, "null"]`` (or ``nullable``) ``schema`` with the type of X."""
         alternatives = schema.get("anyOf") if isinstance(schema.get("anyOf"), list) else schema.get("oneOf")
         value_type = without_none(expr)
-        if not isinstance(alternatives, list) or value_type is None or "type" in schema:
+        if value_type is None:
+            return schema, expr
+        if not isinstance(alternatives, list):  # type: [X, "null"] or nullable: the bounds of X hold
+            return schema, value_type
+        if "type" in schema:
             return schema, expr
         values = [a for a in alternatives if not (isinstance(a, dict) and a.get("type") == "null")]
         if len(values) != 1:
@@ -531,7 +546,7 @@ class SchemaConverter:
         if additional is True or additional == {} or (additional is None and "patternProperties" in node):
             return ANY
         if isinstance(additional, dict):
-            return self.type_of(additional, hint="Extra", depth=1)
+            return self._bounded(additional, hint="Extra", depth=1)
         return None
 
     def _fields(self, properties: dict[str, Any], required: Any, *, hint: str, depth: int) -> list[FieldDef]:
@@ -576,7 +591,7 @@ class SchemaConverter:
             if isinstance(target, dict):
                 source, checked = self._nullable_alternative(target, expr, depth)
                 constraints = _constraints(source, checked)
-                unchecked = _unchecked(source, checked, constraints)
+                unchecked = _unchecked(source, checked, constraints + _member_constraints(checked))
                 if source is not target:  # what the field's own schema adds to the alternative's
                     unchecked += tuple(n for n in untyped_notes(target) if n not in unchecked)
         return FieldDef(
@@ -663,6 +678,12 @@ def _python_pattern(pattern: Any) -> bool:
     except (re.error, RecursionError, OverflowError):
         return False
     return True
+
+
+def _member_constraints(expr: TypeExpr) -> tuple[tuple[str, Any], ...]:
+    """The constraints a union's members check themselves (``type: [string, integer]``)."""
+    members = expr.members if isinstance(expr, UnionType) else ()
+    return tuple(c for member in members if isinstance(member, Constrained) for c in member.constraints)
 
 
 def _unchecked(
