@@ -17,7 +17,13 @@ Request ``_meta`` of ``tools/call execute_code``:
   (:func:`rules_data`);
 - ``ipybox.dev/output``: ``true``: with a ``progressToken``, each progress notification's
   ``message`` is a JSON object ``{"stream": "stdout" | "stderr", "text": ...}`` instead of the
-  plain text (every client that sends a ``progressToken`` gets the output as the code prints it).
+  plain text (every client that sends a ``progressToken`` gets the output as the code prints it);
+- ``ipybox.dev/before_call``: ``true``: the client checks each call of the code before the
+  service's policy decides it (its ``Execution.before_call``): the service asks in a round whose
+  ``InputRequiredResult`` carries ``ipybox.dev/check`` (the call, as approval data), answered with
+  ``content`` ``{"allow": true}`` or ``{"refuse": "<reason>"}`` (anything else refuses). A round
+  without the flag turns the checks off for the rest of the execution (a ``resume`` round leaves
+  them as they were); a check nobody answers in time is refused, never let through.
 
 Input response ``content`` (next to ``action``): ``reason`` (a rejection's reason), ``arguments``
 (edited arguments of an accepted call) and ``cancel`` (``true``: stop the execution).
@@ -100,6 +106,10 @@ HOST_TOOLS = PREFIX + "host_tools"
 """The application's agent tools (their definitions) that the code of this execution can call."""
 HOST_CALL = PREFIX + "host_call"
 """A round that hands the code's call of an agent tool to the application, to run there."""
+BEFORE_CALL = PREFIX + "before_call"
+"""``true`` on a round whose client checks each call of the code before the policy decides it."""
+CHECK = PREFIX + "check"
+"""A round that asks the client's ``before_call`` check about one call of the code (approval data)."""
 TOOL_CALL = "tool_call"
 """The key of a decided call of the code in an ``ipybox.dev/output`` notification (beside the
 output's ``stream`` and ``text``)."""
@@ -312,6 +322,23 @@ def approval_from_data(data: object) -> ApprovalRequest:
     except (KeyError, TypeError, ValueError) as error:
         raise ServiceError(f"the service sent an approval this client cannot read: {error}") from None
     return request
+
+
+def check_answer(refusal: str | None) -> dict[str, Any]:
+    """The ``content`` of a client's answer to an ``ipybox.dev/check`` round."""
+    return {"allow": True} if refusal is None else {"refuse": refusal}
+
+
+def check_refusal(content: object) -> str | None:
+    """The refusal in the ``content`` of an answer to an ``ipybox.dev/check`` round (``None``: the
+    call may go on); anything but ``{"allow": true}`` or ``{"refuse": "<reason>"}`` refuses."""
+    if isinstance(content, Mapping):
+        refuse = content.get("refuse")
+        if isinstance(refuse, str) and refuse:
+            return refuse
+        if content.get("allow") is True and refuse is None:
+            return None
+    return "the application's answer to the before-call check was neither allow nor refuse"
 
 
 def tool_call_data(call: ToolCall, *, max_chars: int = TOOL_CALL_CHARS) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 
 from ipybox_core.approval.audit import AuditLog
 from ipybox_core.approval.policy import ApprovalPolicy, ApprovalRules, apply_policy, check_policy
@@ -11,8 +12,9 @@ from ipybox_core.approval.request import ApprovalDecision, ApprovalRequest, Call
 
 ApprovalListener = Callable[[ApprovalRequest], None]
 """Receives requests the application must decide (the running execution's event stream)."""
-BeforeCall = Callable[[ApprovalRequest], "str | None"]
-"""Consulted for each call before the policy: a reason refuses the call (``None`` lets it on)."""
+BeforeCall = Callable[[ApprovalRequest], "str | Awaitable[str | None] | None"]
+"""Consulted for each call before the policy: a reason refuses the call (``None`` lets it on); it
+may be async (over the service, the check is a round with the client)."""
 CallListener = Callable[[ApprovalRequest, ApprovalDecision, CallOutcome], None]
 """Receives each decided tool call once it is over (its decision and outcome)."""
 
@@ -30,6 +32,7 @@ BEFORE_CALL_DECIDER = "before-call"
 """``decided_by`` of a call refused by the execution's ``before_call`` check (e.g. a usage limit)."""
 LIMIT_DECIDER = "limit"
 """``decided_by`` of a request refused because :data:`MAX_PENDING_APPROVALS` were waiting."""
+_ABANDONED = ApprovalDecision(False, "abandoned", "the code stopped waiting")
 
 
 def _too_many(limit: int) -> str:
@@ -93,7 +96,7 @@ class ApprovalGate:
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         """The decision for ``request``; cancelling the caller abandons the request."""
-        refusal = self._before_call(request) if self._before_call is not None else None
+        refusal = await self._check(request)
         decision = (
             ApprovalDecision(False, BEFORE_CALL_DECIDER, refusal)
             if refusal is not None
@@ -111,10 +114,21 @@ class ApprovalGate:
             try:
                 decision = await self._ask(self._listener, request)
             except asyncio.CancelledError:
-                await self._audit(request, ApprovalDecision(False, "abandoned", "the code stopped waiting"))
+                await self._audit(request, _ABANDONED)
                 raise
         await self._audit(request, decision)
         return decision
+
+    async def _check(self, request: ApprovalRequest) -> str | None:
+        """``before_call``'s refusal of ``request`` (``None``: it goes on to the policy)."""
+        refusal = self._before_call(request) if self._before_call is not None else None
+        if not inspect.isawaitable(refusal):
+            return refusal
+        try:
+            return await refusal
+        except asyncio.CancelledError:
+            await self._audit(request, _ABANDONED)
+            raise
 
     async def _ask(self, listener: ApprovalListener, request: ApprovalRequest) -> ApprovalDecision:
         self._waiting += 1

@@ -71,12 +71,13 @@ class Execution:
         self._done_callbacks: list[Callable[[Execution], None]] = []
         self.result: ExecutionResult | None = None
         """The final result, once the execution finished successfully."""
-        self.before_call: Callable[[ApprovalRequest], str | None] | None = None
+        self.before_call: Callable[[ApprovalRequest], str | Awaitable[str | None] | None] | None = None
         """Consulted for each call of the code (MCP, host tool, shell) before the approval policy
         decides it: a returned reason refuses the call before anyone is asked or anything is sent
         (the code sees ``PermissionError`` with the reason; its :class:`ToolCall` event is decided by
         ``"before-call"``), e.g. to enforce a limit on calls. Set it (or change it) at any time;
-        ignored over ``RemoteSessions`` (an ipybox service) for now."""
+        over ``RemoteSessions`` (an ipybox service) the service asks it in a round of its own
+        before its policy decides each call."""
 
     # --- iteration --------------------------------------------------------------------------
 

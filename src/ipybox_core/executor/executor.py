@@ -757,7 +757,7 @@ class CodeExecutor:
                 asking.remove(question)
                 release(id(question))
 
-        def before_call(request: ApprovalRequest) -> str | None:
+        def before_call(request: ApprovalRequest) -> str | Awaitable[str | None] | None:
             if request.kind == "mcp":
                 marks[0] = request.output_mark
             check = execution.before_call

@@ -35,7 +35,7 @@ from ipybox_core.errors import (
 )
 from ipybox_core.hosttools._wire import call_data
 from ipybox_core.mcp_server import inbox
-from ipybox_core.mcp_server._host_calls import HandedCall, HostCalls
+from ipybox_core.mcp_server._host_calls import HandedCall, HandedCheck, HostCalls
 from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
@@ -124,6 +124,7 @@ async def start(
     except ExecutorBusy:
         return error_result("busy", BUSY_MESSAGE)
     session.host_calls.watch(execution)
+    _check_calls(service, meta, execution, session.host_calls)
     call = ParkedCall(session.key, max_chars, caller.call, caller.client, host_calls=session.host_calls)
     result = await drive(service, approver, ctx, execution, call)
     if isinstance(result, CallToolResult) and (notice := session.take_restart_notice()) is not None:
@@ -161,6 +162,9 @@ async def _again(
     handed = parked.context.host_call
     if handed is None:
         return _ask(approver, parked.key, parked.request)
+    if isinstance(handed, HandedCheck) and not handed.settled:  # asked again: it has no effect
+        handed.hand_again(caller.client)
+        return _ask_host(parked.key, handed)
     if not handed.handed:
         handed.hand_to(caller.client)
         return _ask_host(parked.key, handed)
@@ -207,10 +211,13 @@ async def resume(
         parked.context, host_call=None, client=caller.client or parked.context.client
     )
     answer = answer_of(responses.get(parked.key))
+    _check_calls(service, ctx.request_context.meta, parked.execution, parked.context.host_calls)
     if answer.cancel:
         await cancel_execution(
             parked.execution, answer.reason or "cancelled by the client", caller.decided_by
         )
+    elif isinstance(handed, HandedCheck):  # the client's before-call check: allow or refuse
+        handed.settle(_content(responses.get(parked.key)))
     elif handed is not None:  # the application ran the agent tool: its outcome
         handed.settle(answer.outcome)
     else:
@@ -235,9 +242,10 @@ async def drive(
     relay = OutputRelay(ctx, limit=call.max_chars)
     try:
         async for event in _stops(execution, call.host_calls):
-            if isinstance(event, HandedCall):  # an agent tool: the client runs it
+            if isinstance(event, HandedCall):  # an agent tool (the client runs it) or a check
                 state = secrets.token_urlsafe(16)
-                reason = f"nobody ran the code's call of agent tool {event.question.tool!r} in time"
+                what = "checked" if isinstance(event, HandedCheck) else "ran"
+                reason = f"nobody {what} the code's call of {event.question.tool!r} in time"
                 context = dataclasses.replace(call, host_call=event)
                 service.parked.park(state, execution, None, context, reason=reason)
                 if ctx is not None:
@@ -305,21 +313,42 @@ def _handed(service: IpyboxService, result: Round, caller: Caller) -> Round:
 
 
 def _ask_host(state: str, handed: HandedCall) -> InputRequiredResult:
-    """The round that hands the agent tool call ``handed`` to the client."""
-    question = handed.question
-    form = ElicitRequestFormParams(
-        message=f"Run agent tool {question.tool!r} in the application and answer with its outcome.",
-        requested_schema=OUTCOME_SCHEMA,
-    )
+    """The round that hands the agent tool call ``handed`` to the client (or, for a
+    :class:`HandedCheck`, asks the client's before-call check about the call)."""
+    if isinstance(handed, HandedCheck):
+        message = f"May the code call {handed.request.name} now? Answer allow, or refuse with a reason."
+        schema, meta = CHECK_SCHEMA, {protocol.CHECK: protocol.approval_data(handed.request)}
+    else:
+        message = f"Run agent tool {handed.question.tool!r} in the application and answer with its outcome."
+        schema, meta = OUTCOME_SCHEMA, {protocol.HOST_CALL: call_data(handed.question)}
+    form = ElicitRequestFormParams(message=message, requested_schema=schema)
     return InputRequiredResult(
-        input_requests={state: ElicitRequest(params=form)},
-        request_state=state,
-        _meta={protocol.HOST_CALL: call_data(question)},
+        input_requests={state: ElicitRequest(params=form)}, request_state=state, _meta=meta
     )
 
 
 OUTCOME_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"outcome": {"type": "string"}}}
 """The form of an agent tool call: the outcome as JSON text (``ipybox.dev/host_call`` says how)."""
+
+
+CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"allow": {"type": "boolean"}, "refuse": {"type": "string"}},
+}
+"""The form of a before-call check (``ipybox.dev/check``): allow, or refuse with a reason."""
+
+
+def _check_calls(service: IpyboxService, meta: Any, execution: Execution, calls: HostCalls | None) -> None:
+    """Check each call of ``execution`` with the client from now on if this round asks for it
+    (``ipybox.dev/before_call``), else not."""
+    if calls is not None:
+        on = protocol.meta_value(meta, protocol.BEFORE_CALL) is True
+        calls.check_calls(execution, on, wait_for=service.settings.approval_timeout)
+
+
+def _content(response: object) -> object:
+    """The ``content`` of an input response (an :class:`ElicitResult` or its dict form)."""
+    return response.get("content") if isinstance(response, dict) else getattr(response, "content", None)
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")

@@ -9,6 +9,10 @@ execution's driver hands it to the client of the round it drives (an ``InputRequ
 reattach while it is out is told that it runs elsewhere, and a process that took it and went away
 leaves the code a :class:`~ipybox_core.errors.McpTimeout` after the tool's timeout (it may have
 run), never a second run. A call nobody takes waits as long as an approval would.
+
+A client whose execution checks each call before the policy decides it (``ipybox.dev/before_call``)
+is asked the same way: the call waits here as a :class:`HandedCheck` until the client's answer
+(``ipybox.dev/check``) lets it on or refuses it; one not answered in time is refused.
 """
 
 from __future__ import annotations
@@ -22,15 +26,20 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ipybox_core import protocol
 from ipybox_core.errors import ExecutionCancelled, McpTimeout, ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall
 from ipybox_core.hosttools._wire import CallQuestion, outcome_value, tools_from_data
 
 if TYPE_CHECKING:
+    from ipybox_core.approval import ApprovalRequest
     from ipybox_core.executor import CodeExecutor, Execution
 
 GRACE = 5.0
 """Seconds a client that took a call gets beyond the tool's timeout to answer (the round trip)."""
+CHECK_TIMEOUT = 10.0
+"""Seconds (beyond :data:`GRACE`) a client that was handed a before-call check may take: the check
+decides at once, so this is the round trip's time."""
 
 
 @dataclass(eq=False)
@@ -97,6 +106,38 @@ class HandedCall:
             self.timer = None
 
 
+@dataclass(eq=False)
+class HandedCheck(HandedCall):
+    """One call of the code that waits for the client's ``before_call`` check; the future's
+    result is the refusal (``None``: the call goes on to the policy)."""
+
+    request: ApprovalRequest = field(kw_only=True)
+
+    def hand_again(self, client: str | None) -> None:
+        """Hand the check to ``client`` (a reattach), with a fresh bound to answer it."""
+        self._stop_timer()
+        self.handed = False
+        self.hand_to(client)
+
+    def settle(self, answer: object) -> None:
+        """The client's answer (the response's ``content``): allow or refuse."""
+        if not self.settled:
+            self.future.set_result(protocol.check_refusal(answer))
+        self._stop_timer()
+
+    def _expire(self, limit: float) -> None:
+        who = f" ({self.taker})" if self.taker else ""
+        self.settle({"refuse": not_checked(self.question.tool, f"within {limit + GRACE:g} s{who}")})
+
+
+def not_checked(name: str, why: str) -> str:
+    """The refusal of a call whose before-call check was not answered."""
+    return (
+        f"the application did not answer the before-call check of {name} {why}, so the call was "
+        "refused (it was not sent)"
+    )
+
+
 class HostCalls:
     """The agent tools of one client session and the calls of its code that wait for them."""
 
@@ -106,6 +147,7 @@ class HostCalls:
         self._new: deque[HandedCall] = deque()
         self._open: set[HandedCall] = set()
         self._arrived = asyncio.Event()
+        self._check_wait = 0.0
 
     async def serve(self, executor: CodeExecutor, data: object, *, wait_for: float) -> None:
         """Give ``executor``'s kernel the tools ``data`` defines (unchanged ones: nothing to do); a
@@ -124,6 +166,26 @@ class HostCalls:
         tools = [dataclasses.replace(tool, timeout=_backstop(wait_for, limits[tool.name])) for tool in given]
         await executor.register_host_tools(tools)
         self._signature, self._timeouts = signature, limits
+
+    def check_calls(self, execution: Execution, on: bool, *, wait_for: float) -> None:
+        """Ask the client about each call of ``execution``'s code before the policy decides it
+        (``on``), or not; a check may wait ``wait_for`` seconds (the approval timeout) to be taken."""
+        self._check_wait = wait_for
+        execution.before_call = self.check if on else None
+
+    async def check(self, request: ApprovalRequest) -> str | None:
+        """``Execution.before_call`` over the service: the client's refusal of ``request``'s call
+        (``None``: it goes on); a check not answered in time, or abandoned, refuses the call."""
+        question = CallQuestion(secrets.token_urlsafe(12), request.name, request.args, CHECK_TIMEOUT)
+        handed = HandedCheck(question, asyncio.get_running_loop().create_future(), request=request)
+        bound = self._check_wait + CHECK_TIMEOUT + 2 * GRACE
+        try:
+            refusal: str | None = await asyncio.wait_for(self._wait(handed), bound)
+        except TimeoutError:
+            return not_checked(request.name, f"within {bound:g} s")
+        except ExecutionCancelled:
+            return not_checked(request.name, "before the execution ended")
+        return refusal
 
     def watch(self, execution: Execution) -> None:
         """Fail the calls still waiting when ``execution`` ends (cancelled, timed out, died)."""
@@ -146,7 +208,10 @@ class HostCalls:
         question = CallQuestion(
             secrets.token_urlsafe(12), call.tool, call.arguments, self._timeouts.get(call.tool)
         )
-        handed = HandedCall(question, asyncio.get_running_loop().create_future())
+        return await self._wait(HandedCall(question, asyncio.get_running_loop().create_future()))
+
+    async def _wait(self, handed: HandedCall) -> Any:
+        """Queue ``handed`` for the driver and wait for its outcome."""
         self._open.add(handed)
         self._new.append(handed)
         self._arrived.set()

@@ -148,12 +148,14 @@ class ServiceConnection:
         on_tool_call: OnToolCall | None = None,
         rules: ApprovalRules | None = None,
         host_tools: list[dict[str, Any]] | None = None,
+        before_call: bool = False,
     ) -> Round:
         """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
         the code's output as it is printed, all of it before this returns; ``rules`` narrow the
         service's approval rules for this call; ``host_tools`` are the definitions of the agent
         tools its code can call; ``on_tool_call(data)`` gets each decided call of the code, in
-        order with the output (``ipybox.dev/output``)."""
+        order with the output (``ipybox.dev/output``); ``before_call``: the service asks this
+        client about each call of the code before its policy decides it (``ipybox.dev/check``)."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
@@ -163,6 +165,8 @@ class ServiceConnection:
             meta[protocol.RULES] = protocol.rules_data(rules)
         if host_tools is not None:
             meta[protocol.HOST_TOOLS] = host_tools
+        if before_call:
+            meta[protocol.BEFORE_CALL] = True
         output = _Output(on_output, on_tool_call) if on_output is not None else None
         if output is not None:
             meta[protocol.OUTPUT] = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ class RemoteExecutor:
                 on_tool_call=self._calls(emit, rounds),
                 rules=self.approval_rules,
                 host_tools=host_tools,
+                before_call=rounds.checking,
             )
 
         return self._execution(first, arguments, call_id)
@@ -235,6 +237,7 @@ class RemoteExecutor:
             cancelled.set()
 
         execution = Execution(drive, self._finished, cancel)
+        rounds.execution = execution
         self._active, self._active_call, self._active_rounds = execution, call_id, rounds
         return execution
 
@@ -258,9 +261,17 @@ class RemoteExecutor:
                 answered = ElicitResult(action="accept", content={"outcome": outcome})
                 reply = await self._answer(emit, rounds, key, state, answered)
                 continue
-            request = protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
-            request.expect_outcome()  # the service relays what the call came to
-            rounds.asked[request.id] = request
+            checked = protocol.meta_value(reply.meta, protocol.CHECK)
+            if checked is not None:  # the service asks this execution's before_call about a call
+                request = rounds.ask(protocol.approval_from_data(checked))
+                rounds.running = (key, state)
+                answered = ElicitResult(action="accept", content=await rounds.check(request))
+                rounds.running = None
+                reply = await self._answer(emit, rounds, key, state, answered)
+                continue
+            request = rounds.ask(
+                protocol.approval_from_data(protocol.meta_value(reply.meta, protocol.APPROVAL))
+            )
             rounds.waiting.append(_Question(key, state, request))
             emit(request)
             decision = await request.wait()
@@ -293,6 +304,7 @@ class RemoteExecutor:
             call=rounds.call_id,
             on_output=_chunks(emit),
             on_tool_call=self._calls(emit, rounds),
+            before_call=rounds.checking,
         )
 
     def _calls(self, emit: Emit, rounds: _Rounds) -> OnToolCall:
@@ -337,9 +349,33 @@ class _Rounds:
     waiting: list[_Question] = field(default_factory=list)
     handoff: list[Round] = field(default_factory=list)
     running: tuple[str, str] | None = None
-    """The input key and request state of the agent tool call this process runs for the code."""
+    """The input key and request state of the agent tool call (or before-call check) this process
+    runs for the code."""
     asked: dict[str, ApprovalRequest] = field(default_factory=dict)
     """The requests this execution was asked about, by id (their outcome comes relayed)."""
+    execution: Execution | None = None
+
+    @property
+    def checking(self) -> bool:
+        """Whether the execution checks each call before the policy (``Execution.before_call``)."""
+        return self.execution is not None and self.execution.before_call is not None
+
+    def ask(self, request: ApprovalRequest) -> ApprovalRequest:
+        """``request``, a call the service asks about: its outcome comes relayed."""
+        request.expect_outcome()
+        self.asked[request.id] = request
+        return request
+
+    async def check(self, request: ApprovalRequest) -> dict[str, Any]:
+        """The answer of the execution's ``before_call`` about ``request``'s call (allow when it
+        has none; a check that raises refuses the call)."""
+        before = self.execution.before_call if self.execution is not None else None
+        try:
+            verdict = before(request) if before is not None else None
+            refusal = await verdict if inspect.isawaitable(verdict) else verdict
+        except Exception as error:
+            refusal = f"the before-call check failed: {type(error).__name__}: {error}"
+        return protocol.check_answer(refusal)
 
     def unreported(self) -> None:
         """The rounds ended: an outcome not relayed by now will not come (the execution went on
