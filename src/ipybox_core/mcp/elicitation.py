@@ -12,7 +12,8 @@ does not match is refused with one line naming the problem.
 A ``CodeExecutor`` without ``mcp_elicit`` makes a question that arrives during an execution an
 event of that execution instead: the :class:`ElicitationRequest` is answered with its own
 :meth:`~ElicitationRequest.accept`, :meth:`~ElicitationRequest.decline` or
-:meth:`~ElicitationRequest.cancel`. Elsewhere, without a callback, every question is declined,
+:meth:`~ElicitationRequest.cancel`; in ``Sessions``, an event of the execution of the conversation
+whose call asked. Elsewhere, without a callback, every question is declined,
 and the code that called the tool is told why on its stderr. Time spent answering does not count
 against the call's ``call_timeout``.
 """
@@ -58,6 +59,9 @@ class ElicitationRequest:
     url: str | None = None
     """URL mode: the page the user is asked to open (the answer says only whether they agreed;
     nothing the user enters there passes through ipybox). ``None``: a form."""
+    conversation: str | None = None
+    """The conversation whose call asked (``Sessions``): show the question to that user only.
+    ``None``: outside ``Sessions``."""
     _reply: asyncio.Future[ElicitationAnswer] | None = field(
         default=None, init=False, repr=False, compare=False
     )

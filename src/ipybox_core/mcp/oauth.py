@@ -66,6 +66,9 @@ class AuthorizationRequest:
     """The authorization URL (PKCE challenge, state, scopes and resource included)."""
     redirect_uri: str
     """Where the browser comes back to; the answer is this URL with its query."""
+    conversation: str | None = None
+    """The conversation whose user must authorize (``Sessions``, a server with ``"account":
+    "conversation"``): show the URL to that user only. ``None``: the application's own account."""
 
 
 Authorize = Callable[[AuthorizationRequest], Awaitable[str]]
@@ -74,6 +77,11 @@ Authorize = Callable[[AuthorizationRequest], Awaitable[str]]
 
 class AuthorizationDenied(OAuthFlowError):
     """The authorization server sent the browser back with an error (the user declined, ...)."""
+
+
+class AuthorizationDeclined(AuthorizationDenied):
+    """The user declined (or dismissed) the authorization where the application asked (its message:
+    the answer, and why when ipybox answered for the user)."""
 
 
 class NoAuthorizer(OAuthFlowError):
@@ -403,6 +411,8 @@ def failure_line(
 
 
 def _reason(failure: BaseException) -> str:
+    if isinstance(failure, AuthorizationDeclined):
+        return f"the user did not authorize it ({failure})"
     if isinstance(failure, AuthorizationDenied):
         return f"the authorization server refused it: {failure}"
     text = str(failure).strip() or type(failure).__name__

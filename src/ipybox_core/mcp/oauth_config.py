@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Grant = Literal["authorization_code", "client_credentials"]
+Account = Literal["application", "conversation"]
 TokenEndpointAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 
 DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
@@ -32,6 +33,10 @@ class OAuthConfig(BaseModel):
     ``client_metadata_url`` as its id where the authorization server supports client ID metadata
     documents. ``grant="client_credentials"`` is machine-to-machine: no user, no browser; it needs
     ``client_id`` and ``client_secret`` (or ``private_key`` for ``private_key_jwt``).
+
+    ``account="conversation"`` makes each conversation of a :class:`~ipybox_core.sessions.Sessions`
+    authorize its own user's account (its own tokens, its own authorization step); the default,
+    ``"application"``, is one account for the whole application.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +64,10 @@ class OAuthConfig(BaseModel):
     issuer: str | None = Field(default=None, pattern=r"^https?://")
     """The authorization server the credentials of a ``client_credentials`` client belong to: they
     are then only ever sent there (default: the one the MCP server names)."""
+    account: Account = "application"
+    """Whose account the tokens are: the application's (one authorization for everything), or, in
+    ``Sessions``, each conversation's (``"conversation"``: every conversation authorizes its own user
+    and uses only its own tokens)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> OAuthConfig:
@@ -75,6 +84,11 @@ class OAuthConfig(BaseModel):
                 )
             if self.client_metadata_url is not None:
                 raise ValueError('client_metadata_url is for grant "authorization_code"')
+            if self.account == "conversation":
+                raise ValueError(
+                    'account "conversation" is for grant "authorization_code" (a user per conversation); '
+                    "client credentials are the application's own"
+                )
         method = self.token_endpoint_auth_method
         if method in ("client_secret_basic", "client_secret_post") and self.client_secret is None:
             raise ValueError(f"token_endpoint_auth_method {method!r} needs client_secret")

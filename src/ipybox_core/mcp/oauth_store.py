@@ -47,6 +47,26 @@ class MemoryTokenStore:
         self.records[key] = json.loads(json.dumps(record))
 
 
+class ConversationTokens:
+    """One conversation's records in a shared :class:`TokenStore`: its keys are the store's keys with
+    the conversation added, so no conversation loads another's tokens (``Sessions``, ``"account":
+    "conversation"``)."""
+
+    def __init__(self, store: TokenStore, conversation: str) -> None:
+        self.store = store
+        self.conversation = conversation
+
+    def key(self, key: str) -> str:
+        """The key in the shared store."""
+        return f"{key} conversation={json.dumps(self.conversation)}"
+
+    async def load(self, key: str) -> dict[str, Any] | None:
+        return await self.store.load(self.key(key))
+
+    async def save(self, key: str, record: dict[str, Any]) -> None:
+        await self.store.save(self.key(key), record)
+
+
 def ipybox_state_dir() -> Path:
     """The user's ipybox state directory (not created)."""
     explicit = os.environ.get("IPYBOX_STATE_DIR")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import logging
@@ -15,11 +16,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
+from urllib.parse import parse_qs, urlsplit
 
 from ipybox_core._safe_fs import SafeDir
 from ipybox_core.codegen import GeneratedPackage, generate_server_package
-from ipybox_core.errors import ConfigError, IpyboxError
+from ipybox_core.errors import ConfigError, IpyboxError, UnknownToolError
 from ipybox_core.executor import ExecutorOptions, SharedTools
 from ipybox_core.executor.executor import (
     DEFAULT_CALL_TIMEOUT,
@@ -31,11 +33,18 @@ from ipybox_core.hosttools import HOST_SERVER, HostTool, HostTools
 from ipybox_core.hosttools._package import HOST_NAME_TAKEN, HOST_ROOT, combined_reference, write_host_package
 from ipybox_core.kernel._stale_dirs import mark_owner
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
+from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
+from ipybox_core.mcp.oauth_store import ConversationTokens, FileTokenStore, TokenStore
 from ipybox_core.mcp.types import ToolInfo
 from ipybox_core.sandbox._uids import in_range
 from ipybox_core.sandbox.policy import resolve_sandbox
 from ipybox_core.sessions._workspaces import WARM_PREFIX, WorkspaceRoot
 from ipybox_core.toolserver import ToolCallOutcome
+
+if TYPE_CHECKING:
+    from ipybox_core.mcp.connection import McpConnection
+    from ipybox_core.mcp.elicitation import Elicit
+    from ipybox_core.mcp.oauth import AuthorizationRequest, Authorize
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +54,26 @@ _NOT_TEMPLATE = ("workspace", "api_dir")
 _GONE = "variables and imports from earlier code are gone (files in the workspace remain)"
 EARLIER_PROCESS = "the process that ran it before, this application or the ipybox service, restarted since"
 """Why a conversation whose workspace an earlier process left has a fresh kernel."""
+NOBODY_CALLING = "no conversation was calling the server when it asked"
+SEVERAL_CALLING = (
+    "{count} conversations were calling MCP server {server!r} when it asked, so ipybox cannot tell "
+    "whose question it is (a question is shown only to the conversation that asked)"
+)
+"""Why a question of a shared MCP connection was declined: it is never shown to the wrong user."""
+AUTHORIZE_MESSAGE = (
+    "MCP server {server!r} needs your authorization to use your own account: open the URL (the call "
+    "waits until the authorization server sends the browser back)"
+)
+"""The message of a conversation's authorization as a question of its execution (no ``mcp_authorize``)."""
+NO_EXECUTION_TO_ASK = (
+    "the first conversation lists the server's tools when its session is made, before an execution "
+    "could show it the authorization: give Sessions mcp_authorize= (or a token stored for that "
+    "conversation)"
+)
+
+
+class UnknownRedirect(IpyboxError, LookupError):
+    """:meth:`Sessions.complete_authorization` got a redirect that no authorization waits for."""
 
 
 class SessionLimitError(IpyboxError):
@@ -94,21 +123,131 @@ class Session:
         return f"Session(key={self.key!r}, workspace={str(self.workspace)!r})"
 
 
-class _Router:
-    """The tool server's backend: the session's own connections first, then the shared ones."""
+class _OwnRegistry(McpRegistry):
+    """A session's own MCP connections: per-session servers, and the conversation's ``accounts`` (a
+    connection per server whose OAuth ``account`` is ``"conversation"``, connected on first use)."""
 
-    def __init__(self, own: McpRegistry, shared: McpRegistry) -> None:
-        self._own = own
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.accounts: dict[str, McpConnection] = {}
+
+    async def aclose(self) -> None:
+        accounts, self.accounts = list(self.accounts.values()), {}
+        await asyncio.gather(*(connection.aclose() for connection in accounts))
+        await super().aclose()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Redirect:
+    """A conversation's authorization waiting for its browser's redirect, and its question."""
+
+    redirect: asyncio.Future[str]
+    question: ElicitationRequest
+
+
+class _Router:
+    """The tool server's backend: the conversation's own connections first, then the shared ones.
+
+    It knows its conversation (``key``, once its executor is a session's) and how many calls of
+    each server run through it, so a shared connection's question goes to the conversation asking.
+    """
+
+    def __init__(
+        self,
+        own: _OwnRegistry,
+        shared: McpRegistry,
+        listed: Mapping[str, Mapping[str, ToolInfo]],
+        *,
+        authorize: Authorize | None,
+        elicit: Elicit | None,
+        redirects: dict[str, _Redirect],
+    ) -> None:
+        self.own = own
+        self._redirects = redirects
         self._shared = shared
+        self._listed = listed
+        self._authorize = authorize
+        self._elicit = elicit
+        self.key: str | None = None
+        self.executor: CodeExecutor | None = None
+        self.calling: dict[str, int] = {}
+        """Server -> calls of this conversation running now."""
+        self.listing = False
+        """True while the conversation connects when its session is made (no execution yet)."""
 
     def _registry(self, server: str) -> McpRegistry:
-        return self._own if server in self._own.servers else self._shared
+        return self.own if server in self.own.servers else self._shared
 
     def tool(self, server: str, tool: str) -> ToolInfo:
-        return self._registry(server).tool(server, tool)
+        account = self.own.accounts.get(server)
+        if account is None:
+            return self._registry(server).tool(server, tool)
+        if account.tools:  # this conversation has connected: its own listing
+            return account.tool(tool)
+        listed = self._listed.get(server, {})  # not yet: the listing the API was generated from
+        if tool not in listed:
+            known = ", ".join(sorted(listed)) or "none"
+            raise UnknownToolError(f"MCP server {server!r} has no tool {tool!r} (tools: {known})")
+        return listed[tool]
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolCallOutcome:
-        return await self._registry(server).call(server, tool, arguments)
+        self.calling[server] = self.calling.get(server, 0) + 1
+        try:
+            account = self.own.accounts.get(server)
+            if account is not None:  # connects (and authorizes this conversation) on first use
+                return await account.call(tool, arguments)
+            return await self._registry(server).call(server, tool, arguments)
+        finally:
+            self.calling[server] -= 1
+            if not self.calling[server]:
+                del self.calling[server]
+
+    async def authorize(self, request: AuthorizationRequest) -> str:
+        """The authorization of this conversation's user: the application's ``mcp_authorize``, else
+        a question of the conversation's running execution whose redirect comes back through
+        :meth:`Sessions.complete_authorization`."""
+        request = dataclasses.replace(request, conversation=self.key)
+        if self._authorize is not None:
+            return await self._authorize(request)
+        from ipybox_core.mcp.oauth import AuthorizationDeclined, NoAuthorizer
+
+        if self.listing or self.executor is None:
+            raise NoAuthorizer(NO_EXECUTION_TO_ASK)
+        state = _state_of(request.url)
+        question = ElicitationRequest(
+            server=request.server,
+            tool=None,
+            message=AUTHORIZE_MESSAGE.format(server=request.server),
+            schema={},
+            url=request.url,
+            conversation=self.key,
+        )
+        redirect: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._redirects[state] = _Redirect(redirect, question)
+        asking = asyncio.ensure_future(self.executor._ask_in_execution(question))
+        try:
+            either: set[asyncio.Future[Any]] = {redirect, asking}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not redirect.done():
+                answer = asking.result()
+                if answer.action != "accept":
+                    why = f": {answer.reason}" if answer.reason else ""
+                    raise AuthorizationDeclined(f"{answer.action}{why}")
+                return await redirect  # the user agreed: the browser is on its way back
+            return redirect.result()
+        finally:
+            self._redirects.pop(state, None)
+            asking.cancel()
+
+    async def ask(self, question: ElicitationRequest) -> ElicitationAnswer:
+        """A question during this conversation's call: the application's ``mcp_elicit``, else an
+        event of the conversation's running execution (as in a single ``CodeExecutor``)."""
+        question = dataclasses.replace(question, conversation=self.key)
+        if self._elicit is not None:
+            return await self._elicit(question)
+        if self.executor is None:
+            return ElicitationAnswer("decline", reason=NOBODY_CALLING)
+        return await self.executor._ask_in_execution(question)
 
 
 class Sessions:
@@ -131,6 +270,16 @@ class Sessions:
     every session reads (read-only in a sandbox). A server whose config uses ``${VAR}``
     placeholders gets a connection per session when ``session_env`` is given: the placeholders
     are filled from ``session_env(key)`` over ``mcp_env`` (default: the host's environment).
+    A server whose OAuth config says ``"account": "conversation"`` gets a connection per
+    conversation with the conversation's own tokens (in ``mcp_token_store``): each conversation's
+    user authorizes at its first call, through ``mcp_authorize`` with
+    :attr:`~ipybox_core.mcp.oauth.AuthorizationRequest.conversation` set to the key, or without
+    it as a URL-mode question of the conversation's execution, completed by
+    :meth:`complete_authorization` (the first conversation authorizes when its session is made: its
+    listing is the generated API; it needs ``mcp_authorize`` or a stored token). An MCP server's
+    question during a conversation's call is an event of that conversation's execution (or goes to
+    ``mcp_elicit``, with the conversation's key); a question of a shared connection while several
+    conversations call it is declined, never shown to a user it may not belong to.
 
     ``warm`` executors are kept started (kernel, tool server, sandbox) without a key: a new
     session takes one and another starts in the background. A session with no execution running
@@ -188,13 +337,24 @@ class Sessions:
             call_timeout = DEFAULT_CALL_TIMEOUT if timeout is None else min(DEFAULT_CALL_TIMEOUT, timeout / 2)
         self._connect_timeout: float = self._options.get("connect_timeout", 30.0)
         self._call_timeout: float = call_timeout
+        self._authorize: Authorize | None = self._options.get("mcp_authorize")
+        self._elicit: Elicit | None = self._options.get("mcp_elicit")
+        self._token_store: TokenStore | None = self._options.get("mcp_token_store")
         self._registry = McpRegistry(
-            connect_timeout=self._connect_timeout, call_timeout=call_timeout, environ=self._mcp_env
+            connect_timeout=self._connect_timeout,
+            call_timeout=call_timeout,
+            environ=self._mcp_env,
+            authorize=self._authorize,
+            token_store=self._token_store,
+            elicit=self._route_question,
         )
         self._api_dir: Path | None = None
         self._api_root: Path | None = None
         self._servers: dict[str, RegisteredServer] = {}
         self._per_session: dict[str, Mapping[str, Any] | McpServerConfig] = {}
+        self._per_account: dict[str, McpServerConfig] = {}  # "account": "conversation" servers
+        self._listed: dict[str, dict[str, ToolInfo]] = {}  # their tools, as the API was generated
+        self._redirects: dict[str, _Redirect] = {}  # OAuth state -> the authorization waiting for it
         self._generating = asyncio.Lock()
         self._live: dict[str, Session] = {}
         self._ended: dict[str, str] = {}  # key -> why its last kernel was closed
@@ -245,6 +405,10 @@ class Sessions:
                 if self._session_env is not None and _has_placeholders(config):
                     parse_server_config(name, config, environ=_EVERYTHING)  # valid apart from values
                     self._per_session[name] = config
+                    continue
+                parsed = parse_server_config(name, config, environ=self._mcp_env)
+                if _per_conversation(parsed):  # connected by each conversation, on first use
+                    self._per_account[name] = parsed
                     continue
                 tools = await self._registry.add(name, config)
                 await self._generate(name, self._registry.connection(name).config, tools)
@@ -325,6 +489,26 @@ class Sessions:
         restart notice. Nothing happens for a key without a live session."""
         async with self._key_lock(key):
             await self._close(key, "it was closed by the application")
+
+    async def complete_authorization(self, redirect_url: str) -> None:
+        """Complete a conversation's OAuth authorization with the URL its user's browser was sent
+        back to (``redirect_uri?code=...&state=...``, received by the application's own route), when
+        ``Sessions`` has no ``mcp_authorize``: the authorization was then a question (URL mode) of
+        the conversation's execution, and the call that waits for it goes on.
+
+        Raises:
+            UnknownRedirect: no authorization waits for this redirect (its ``state`` is not one
+                ipybox sent, or that authorization ended: answered, declined or timed out).
+        """
+        waiting = self._redirects.get(_state_of(redirect_url))
+        if waiting is None or waiting.redirect.done():
+            raise UnknownRedirect(
+                "no conversation's authorization waits for this redirect (unknown state, or that "
+                "authorization ended); the user's next call asks again"
+            )
+        waiting.redirect.set_result(redirect_url)
+        if waiting.question.pending:  # the question is answered by the redirect itself
+            waiting.question.respond(ElicitationAnswer.accept())
 
     @property
     def servers(self) -> dict[str, RegisteredServer]:
@@ -408,8 +592,12 @@ class Sessions:
                 executor.move_workspace,
                 taken_from=self._is_sandbox_uid,
             )
+            router = _router_of(executor)
+            router.key = key
             if self._per_session:
                 await self._connect_own(key, executor)
+            if self._per_account:
+                await self._connect_accounts(key, executor, self._per_account)
         except BaseException:
             self._pending -= 1
             if executor is not None:
@@ -533,15 +721,30 @@ class Sessions:
         assert self._workspaces is not None
         assert self._api_root is not None
         workspace = self._workspaces.new_warm()
-        own = McpRegistry(connect_timeout=self._connect_timeout, call_timeout=self._call_timeout)
+        own = _OwnRegistry(
+            connect_timeout=self._connect_timeout,
+            call_timeout=self._call_timeout,
+            authorize=self._authorize,
+            token_store=self._token_store,
+        )
+        router = _Router(
+            own,
+            self._registry,
+            self._listed,
+            authorize=self._authorize,
+            elicit=self._elicit,
+            redirects=self._redirects,
+        )
+        own.elicit = router.ask
         shared = SharedTools(
-            backend=_Router(own, self._registry),
+            backend=router,
             registry=own,
             servers=self._servers,
             api_root=self._api_root,
             finished=self._used,
         )
         executor = CodeExecutor(workspace=workspace, shared_tools=shared, **self._options)
+        router.executor = executor
         try:
             await executor.start()
             if executor.host_tools != self._options["host_tools"]:  # replaced while it started
@@ -585,13 +788,65 @@ class Sessions:
         base = os.environ if self._mcp_env is None else self._mcp_env
         environ = {**base, **self._session_env(key)}
         own = executor.shared_tools.registry
+        accounts: dict[str, McpServerConfig] = {}
         for name, config in self._per_session.items():
             parsed = parse_server_config(name, config, environ=environ)
+            if _per_conversation(parsed):
+                accounts[name] = parsed
+                continue
             tools = await own.add(name, parsed)
             registered = self._servers.get(name)
             if registered is None:
                 registered = await self._generate(name, parsed, tools)
             executor.attach_server(registered)
+        if accounts:
+            await self._connect_accounts(key, executor, accounts)
+
+    async def _connect_accounts(
+        self, key: str, executor: CodeExecutor, configs: Mapping[str, McpServerConfig]
+    ) -> None:
+        """The conversation's own connections to servers with ``"account": "conversation"``: its own
+        tokens and authorization, connected on its first call (the first conversation connects at
+        once: its listing is the API every conversation imports)."""
+        from ipybox_core.mcp.connection import McpConnection
+
+        router = _router_of(executor)
+        if self._token_store is None:
+            self._token_store = FileTokenStore()
+        for name, config in configs.items():
+            connection = McpConnection(
+                name,
+                config,
+                connect_timeout=self._connect_timeout,
+                call_timeout=self._call_timeout,
+                authorize=router.authorize,
+                token_store=ConversationTokens(self._token_store, key),
+                elicit=router.ask,
+                sample=self._options.get("mcp_sample"),
+                roots=self._options.get("mcp_roots"),
+            )
+            router.own.accounts[name] = connection
+            registered = self._servers.get(name)
+            if registered is None:
+                router.listing = True
+                try:
+                    tools = await connection.connect()
+                finally:
+                    router.listing = False
+                self._listed[name] = {tool.name: tool for tool in tools}
+                registered = await self._generate(name, config, tools)
+            executor.attach_server(registered)
+
+    async def _route_question(self, question: ElicitationRequest) -> ElicitationAnswer:
+        """A shared connection's question: to the one conversation calling that server, else declined."""
+        routers = [_router_of(session.executor) for session in self._live.values()]
+        calling = [router for router in routers if router.calling.get(question.server)]
+        if len(calling) == 1:
+            return await calling[0].ask(question)
+        reason = (
+            SEVERAL_CALLING.format(count=len(calling), server=question.server) if calling else NOBODY_CALLING
+        )
+        return ElicitationAnswer("decline", reason=reason)
 
     async def _generate(self, name: str, config: McpServerConfig, tools: list[ToolInfo]) -> RegisteredServer:
         assert self._api_root is not None
@@ -622,6 +877,24 @@ class _Everything(dict[str, str]):
 _EVERYTHING = _Everything()
 
 
+def _router_of(executor: CodeExecutor) -> _Router:
+    assert executor.shared_tools is not None
+    router = executor.shared_tools.backend
+    assert isinstance(router, _Router)
+    return router
+
+
+def _state_of(url: str) -> str:
+    """The OAuth ``state`` of an authorization URL or a redirect (``""`` without one)."""
+    return (parse_qs(urlsplit(url).query).get("state") or [""])[0]
+
+
+def _per_conversation(config: McpServerConfig) -> bool:
+    """Whether each conversation authorizes its own account on this server."""
+    auth = getattr(config, "auth", None)
+    return auth is not None and auth.account == "conversation"
+
+
 def _has_placeholders(config: Mapping[str, Any] | McpServerConfig) -> bool:
     raw = config.model_dump() if isinstance(config, McpServerConfig) else config
     return bool(_PLACEHOLDER.search(json.dumps(raw, default=str)))
@@ -643,4 +916,4 @@ def _raw_config_file(
         return dict(load_mcp_config(path, environ=environ))  # raises the ConfigError that explains it
 
 
-__all__ = ["Session", "SessionLimitError", "Sessions"]
+__all__ = ["Session", "SessionLimitError", "Sessions", "UnknownRedirect"]
