@@ -563,6 +563,9 @@ class McpConnection:
             if notices and exc.args:  # what the server said before failing belongs to the failure
                 exc.args = ("\n".join((str(exc.args[0]), *notices)), *exc.args[1:])
             raise
+        except BaseException:  # cancelled with its execution: what it was told ends with it, not
+            self._upstream.take_notices()  # in the next call's output (a question declined for it)
+            raise
         notices = result.notices + self._upstream.take_notices()
         return dataclasses.replace(result, notices=notices) if notices else result
 
