@@ -156,10 +156,10 @@ GONE_MESSAGE = (
 )
 """Told when the execution a decision was meant for no longer exists and the cause is not known."""
 SERVICE_RESTARTED_MESSAGE = (
-    "Error: the ipybox service restarted while this execute_code call waited for approval: the "
-    "execution is gone and the conversation's kernel is a fresh one (variables and imports are "
-    "lost). The decision was not applied and the rest of its code did not run; run the setup code "
-    "and then the code again if it is still needed."
+    "Error: this execute_code call no longer waits for an approval: the ipybox service restarted "
+    "while it waited, so the execution is gone and the conversation's kernel is a fresh one "
+    "(variables and imports are lost). The decision was not applied and the rest of its code did "
+    "not run; run the setup code and then the code again if it is still needed."
 )
 """Told when the execution is gone because the service restarted (its kernel restarted with it)."""
 NOT_WAITING_MESSAGE = (
@@ -195,6 +195,43 @@ MOVED_ON = "abandoned: the conversation went on without a decision for this call
 KERNEL_DIED_TEXT = (
     "Error: the kernel died ({error}). Its state is lost; the next execution starts a fresh kernel."
 )
+ENDED_TEXT = (
+    "this execute_code call no longer waits for an approval: {cause}. The decision was not applied "
+    "and the rest of its code did not run; check the kernel state and run the code again if it is "
+    "still needed"
+)
+"""Why a call no longer waits (an :class:`ExecutionGone` whose ``cause`` is known): ``{cause}``."""
+EXPIRED_TEXT = (
+    "this execute_code call no longer waits for an approval: its approval expired ({reason}), so "
+    "the call was refused and the code went on without it. This decision was not applied"
+)
+"""Why a call no longer waits when nobody answered its approval in time and the code went on."""
+ANSWERED_TEXT = "this approval was already answered (by {who}); this answer was not applied"
+"""Why a call no longer waits when another client (or adapter instance) answered it first."""
+
+
+def gone_because(error: BaseException) -> ExecutionGone:
+    """Why a call whose execution ended as ``error`` no longer waits: an :class:`ExecutionGone` whose
+    ``cause`` (``"cancelled"``, ``"timeout"``, ``"kernel_died"``, ``"answered"``, ``"restarted"``)
+    and message (the model's words, :func:`failure_text`) name it."""
+    if isinstance(error, ExecutionGone):
+        return error
+    if isinstance(error, ApprovalError):
+        return ExecutionGone(ANSWERED_TEXT.format(who=error.decided_by or "someone else"), cause="answered")
+    if isinstance(error, ExecutionCancelled):
+        cause, why = "cancelled", f"it was cancelled ({str(error) or CANCELLED_BY_APP})"
+    elif isinstance(error, ExecutionTimeout):
+        cause, why = "timeout", f"it timed out ({error})"
+    elif isinstance(error, KernelDied):
+        cause, why = "kernel_died", f"its kernel died ({error}); the kernel's state is lost"
+    else:
+        cause, why = "ended", f"it ended ({type(error).__name__}: {error})"
+    return ExecutionGone(ENDED_TEXT.format(cause=why), cause=cause)
+
+
+def expired(reason: str) -> ExecutionGone:
+    """Why a call no longer waits whose approval expired (``reason``) and whose code went on."""
+    return ExecutionGone(EXPIRED_TEXT.format(reason=reason), cause="expired")
 
 
 def failure_text(error: BaseException) -> str:
@@ -212,7 +249,9 @@ def failure_text(error: BaseException) -> str:
     if isinstance(error, ExecutorBusy):
         return BUSY_MESSAGE
     if isinstance(error, ExecutionGone):
-        return SERVICE_RESTARTED_MESSAGE if error.cause == "restarted" else GONE_MESSAGE
+        if error.cause is None:
+            return GONE_MESSAGE
+        return SERVICE_RESTARTED_MESSAGE if error.cause == "restarted" else f"Error: {error}."
     if isinstance(error, ApprovalError) and error.decided_by is not None:
         return DECIDED_MESSAGE.format(who=error.decided_by)
     return f"Error: {type(error).__name__}: {error}"

@@ -1,9 +1,10 @@
 """Which calls an adapter instance left waiting for a decision: for its count, its cancel and its timer.
 
 The executions themselves wait in their executors, found again by call id from any adapter
-instance (:func:`found_again`); an adapter only remembers *which* calls it left there, so that
-``suspended`` counts them, ``cancel_suspended()`` cancels them and an ``abandon_after`` the
-application asked for cancels one nobody came back for.
+instance (:func:`found_again`; :func:`not_waiting` says why one is not there any more); an adapter
+only remembers *which* calls it left there, so that ``suspended`` counts them,
+``cancel_suspended()`` cancels them and an ``abandon_after`` the application asked for cancels one
+nobody came back for.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
+from ipybox_core.errors import IpyboxError
 from ipybox_core.executor import Execution, ExecutionResult
 from ipybox_core.executor.contract import Executor, SessionSource
 from ipybox_integrations._session import cancel_waiting
@@ -29,6 +32,24 @@ async def found_again(
     raise (``ServiceError``, ``ExecutionCancelled``, ...)."""
     execution = await executor.reattach(call_id)
     return None if execution is None else (execution, await execution.next_stop())
+
+
+def ended_text(error: BaseException) -> str:
+    """The model's words for a call whose execution ended as ``error`` while it waited (cancelled
+    and why, timed out, its kernel died, gone)."""
+    return protocol.failure_text(protocol.gone_because(error))
+
+
+async def not_waiting(executor: Executor, call_id: str) -> str:
+    """What the model is told when nothing waits for ``call_id`` any more (after
+    :func:`found_again` or ``reattach`` found nothing): its true cause when its executor knows it
+    (cancelled and why, expired, answered first by whom, the service restarted), else every
+    possible cause (:data:`~ipybox_core.protocol.NOT_WAITING_MESSAGE`)."""
+    try:
+        gone = await executor.ended(call_id)
+    except IpyboxError:
+        gone = None
+    return protocol.NOT_WAITING_MESSAGE if gone is None else protocol.failure_text(gone)
 
 
 @dataclass(frozen=True)

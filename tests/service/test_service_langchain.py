@@ -80,7 +80,7 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
         report = resume(restarted, db, "approve")
         assert report["interrupts"] == []
         last = report["tools"][-1]
-        assert GONE in last and "ipybox service) restarted" in last and "did not run" in last
+        assert GONE in last and "the ipybox service restarted" in last and "did not run" in last
         assert not any("count 1" in text for text in report["tools"]), report
     finally:
         assert restarted.stop() == 0

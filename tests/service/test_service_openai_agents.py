@@ -67,7 +67,7 @@ def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_pa
     restarted = start_service(tmp_path / "ws")
     try:
         output = answer(restarted, state, "approve")["outputs"][-1]
-        assert output.startswith("Error:") and GONE in output and "ipybox service) restarted" in output
+        assert output.startswith("Error:") and GONE in output and "the ipybox service restarted" in output
         assert "count 1" not in output and "kept" not in output
     finally:
         assert restarted.stop() == 0

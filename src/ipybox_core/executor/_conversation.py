@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ipybox_core.executor.contract import ToolSummaries
 
 if TYPE_CHECKING:
+    from ipybox_core.errors import ExecutionGone
     from ipybox_core.executor.execution import Execution
     from ipybox_core.executor.executor import CodeExecutor
 
@@ -34,6 +35,9 @@ class ConversationExecutor:
 
     async def reattach(self, call_id: str) -> Execution | None:
         return await self.shared.reattach(self._prefix + call_id)
+
+    async def ended(self, call_id: str) -> ExecutionGone | None:
+        return await self.shared.ended(self._prefix + call_id)
 
     async def cancel_waiting(
         self,

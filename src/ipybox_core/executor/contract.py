@@ -8,9 +8,10 @@ kernel per conversation key). An adapter types against these and never asks whic
 
 An execution started with a ``call_id`` belongs to its executor while it waits for a decision:
 :meth:`Executor.reattach` finds it again by that id from any adapter instance (in the service: from
-any process), and :meth:`Executor.cancel_waiting` cancels it when the conversation moved on. The
-backstop for an approval nobody answers belongs to where the execution lives (``abandon_after``
-of a ``CodeExecutor``; the service's ``--approval-timeout``).
+any process), and :meth:`Executor.cancel_waiting` cancels it when the conversation moved on; once
+it ended unanswered, :meth:`Executor.ended` says why. The backstop for an approval nobody answers
+belongs to where the execution lives (``abandon_after`` of a ``CodeExecutor``; the service's
+``--approval-timeout``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ipybox_core.errors import ExecutionGone
     from ipybox_core.executor.execution import Execution
 
 ToolSummaries = Mapping[str, Mapping[str, str]]
@@ -44,6 +46,14 @@ class Executor(Protocol):
     async def reattach(self, call_id: str) -> Execution | None:
         """The execution started under ``call_id`` that still waits, its pending approval handed
         out again as its next event; ``None`` when there is none."""
+        ...
+
+    async def ended(self, call_id: str) -> ExecutionGone | None:
+        """Why nothing waits under ``call_id`` when :meth:`reattach` found nothing: an
+        :class:`~ipybox_core.errors.ExecutionGone` whose ``cause`` and message name it (cancelled
+        and why, its approval expired, answered first by whom, the service restarted, ...);
+        ``None`` when it is not known. Over a service, what the last :meth:`reattach` of
+        ``call_id`` learned."""
         ...
 
     async def cancel_waiting(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, overload
 
-from ipybox_core.approval import ApprovalRequest
+from ipybox_core.approval import ApprovalDecision, ApprovalRequest
 from ipybox_core.errors import ExecutionCancelled
 from ipybox_core.executor.events import ExecutionEvent, ExecutionResult
 from ipybox_core.mcp.elicitation import ElicitationRequest
@@ -71,6 +71,11 @@ class Execution:
         self._done_callbacks: list[Callable[[Execution], None]] = []
         self.result: ExecutionResult | None = None
         """The final result, once the execution finished successfully."""
+        self.error: BaseException | None = None
+        """What the execution ended with when it failed (``ExecutionCancelled``, ``ExecutionTimeout``,
+        ``KernelDied``, ...), once it did."""
+        self.last_decision: ApprovalDecision | None = None
+        """The decision of the approval request of this execution decided last (who answered it)."""
         self.before_call: Callable[[ApprovalRequest], str | Awaitable[str | None] | None] | None = None
         """Consulted for each call of the code (MCP, host tool, shell) before the approval policy
         decides it: a returned reason refuses the call before anyone is asked or anything is sent
@@ -154,7 +159,9 @@ class Execution:
         queued: for a new consumer that picks up an execution whose earlier consumer stopped at one."""
         queued: list[ExecutionEvent | _Failed | _End] = []
         while not self._queue.empty():
-            queued.append(self._queue.get_nowait())
+            item = self._queue.get_nowait()
+            if not isinstance(item, (ApprovalRequest, ElicitationRequest)) or item.pending:
+                queued.append(item)  # (a question decided meanwhile is no stop any more)
         self._handed = []
         waiting: list[ApprovalRequest | ElicitationRequest] = [
             *self.pending_approvals,
@@ -212,6 +219,7 @@ class Execution:
         :class:`ExecutionCancelled` message) and wait until the kernel is idle."""
         if self._task is None:
             self._exhausted = True
+            self.error = ExecutionCancelled(reason)
             self._on_finish(self)
             self._call_done_callbacks()
             return
@@ -232,20 +240,27 @@ class Execution:
     def _emit(self, event: ExecutionEvent) -> None:
         if isinstance(event, ApprovalRequest):
             self._pending = [*self.pending_approvals, event]
+            event.add_done_callback(self._decided)
         elif isinstance(event, ElicitationRequest):
             self._questions = [*self.pending_questions, event]
         self._queue.put_nowait(event)
+
+    def _decided(self, request: ApprovalRequest) -> None:
+        if request.decision is not None:
+            self.last_decision = request.decision
 
     async def _run(self) -> None:
         try:
             result = await self._driver(self._emit)
         except BaseException as error:
+            self.error = error
             self._queue.put_nowait(_Failed(error))
             if not isinstance(error, Exception):
                 raise
         else:
             if self._cancelled is not None:
-                self._queue.put_nowait(_Failed(ExecutionCancelled(self._cancelled)))
+                self.error = ExecutionCancelled(self._cancelled)
+                self._queue.put_nowait(_Failed(self.error))
             else:
                 self.result = result
                 self._queue.put_nowait(result)

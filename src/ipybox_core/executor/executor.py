@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ipybox_core._ended_calls import EndedCalls
 from ipybox_core.approval import (
     ApprovalDecision,
     ApprovalGate,
@@ -24,6 +25,7 @@ from ipybox_core.approval import (
     CallOutcome,
 )
 from ipybox_core.approval.policy import check_policy
+from ipybox_core.approval.request import TIMEOUT
 from ipybox_core.codegen import (
     GeneratedPackage,
     api_reference,
@@ -31,7 +33,14 @@ from ipybox_core.codegen import (
     kernel_reload_code,
     remove_server_package,
 )
-from ipybox_core.errors import ConfigError, ExecutorBusy, ExecutorClosed, KernelDied
+from ipybox_core.errors import (
+    ApprovalError,
+    ConfigError,
+    ExecutionGone,
+    ExecutorBusy,
+    ExecutorClosed,
+    KernelDied,
+)
 from ipybox_core.executor._conversation import ConversationExecutor, SharedSession
 from ipybox_core.executor._shared import Registrar, SharedTools
 from ipybox_core.executor.events import DisplayOutput, ExecutionResult, OutputChunk, ToolCall
@@ -51,7 +60,7 @@ from ipybox_core.kernel.gateway import GatewayConfig, GatewayKernel
 from ipybox_core.mcp import McpRegistry, McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationRequest
 from ipybox_core.mcp.oauth_store import TokenStore
-from ipybox_core.protocol import MOVED_ON
+from ipybox_core.protocol import MOVED_ON, expired
 from ipybox_core.sandbox import SandboxPolicy, resolve_sandbox, sandbox_launcher
 from ipybox_core.toolserver import ToolServer
 
@@ -245,6 +254,7 @@ class CodeExecutor:
         self._execution: Execution | None = None
         self._asking: Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]] | None = None
         self._call: tuple[str, Execution] | None = None  # the last execution started with a call id
+        self._ended = EndedCalls()  # why the calls that ended unanswered ended
         self._stale_modules: set[str] = set()  # generated modules the kernel must forget
         self._state: str = "new"
         self._shared = shared_tools
@@ -473,6 +483,9 @@ class CodeExecutor:
         execution = Execution(drive, self._finished, self._interrupt)
         self._execution = execution
         self._call = (call_id, execution) if call_id is not None else None
+        if call_id is not None:
+            self._ended.forget(call_id)
+            execution.add_done_callback(lambda ended: _record_end(self._ended, call_id, ended))
         return execution
 
     async def reattach(self, call_id: str) -> Execution | None:
@@ -487,6 +500,13 @@ class CodeExecutor:
             return None
         execution.resurface()
         return execution
+
+    async def ended(self, call_id: str) -> ExecutionGone | None:
+        """Why nothing waits under ``call_id`` (when :meth:`reattach` found nothing): an
+        :class:`ExecutionGone` whose ``cause`` and message name it (cancelled and why, timed out,
+        its kernel died, its approval expired, answered by whom); ``None`` when not known. The
+        newest few thousand calls are remembered."""
+        return self._ended.get(call_id)
 
     async def cancel_waiting(
         self,
@@ -816,6 +836,18 @@ class CodeExecutor:
         self._host_stale = False
         with contextlib.suppress(KernelDied):
             await self._kernel.run(code, silent=True)
+
+
+def _record_end(record: EndedCalls, call_id: str, execution: Execution) -> None:
+    """Remember why the execution of ``call_id`` ended, for a reattach that finds nothing: what it
+    failed with, else whoever answered its last approval (or that the approval expired)."""
+    decision = execution.last_decision
+    if execution.error is not None:
+        record.record(call_id, execution.error)
+    elif decision is not None and decision.decided_by == TIMEOUT:
+        record.record(call_id, expired(decision.reason or "nobody answered in time"))
+    elif decision is not None:
+        record.record(call_id, ApprovalError(decided_by=decision.decided_by))
 
 
 def _backstop(request: ApprovalRequest, execution: Execution, delay: float) -> None:

@@ -144,8 +144,8 @@ async def resume_call(
     if answered is not None:
         return _handed(service, await inbox.outcome_of(answered, service, overtook=False), caller)
     parked = _parked_call(service, caller)
-    if parked is None:
-        return error_result("gone", GONE_MESSAGE)
+    if parked is None:  # why, when the service knows (cancelled, expired, answered, restarted)
+        return failure_result(service.gone(caller.session, caller.call))
     return await _again(service, approver, ctx, parked, caller)
 
 
@@ -213,6 +213,7 @@ async def resume(
     answer = answer_of(responses.get(parked.key))
     _check_calls(service, ctx.request_context.meta, parked.execution, parked.context.host_calls)
     if answer.cancel:
+        service.record_ended(parked.context, ExecutionCancelled(answer.reason or "cancelled by the client"))
         await cancel_execution(
             parked.execution, answer.reason or "cancelled by the client", caller.decided_by
         )
@@ -222,6 +223,7 @@ async def resume(
         handed.settle(answer.outcome)
     else:
         assert parked.request is not None  # parked at an approval request
+        service.record_ended(parked.context, ApprovalError(decided_by=caller.decided_by))  # for a late one
         decisions.remember(inbox.APPROVAL_KEY + parked.request.id, caller.decided_by)
         await apply_answer(parked.request, answer, decided_by=caller.decided_by)
     return await drive(service, approver, ctx, parked.execution, context)

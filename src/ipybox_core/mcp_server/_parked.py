@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ipybox_core.approval.request import CONVERSATION_MOVED_ON, TIMEOUT, ApprovalDecision
-from ipybox_core.errors import ApprovalError
-from ipybox_core.mcp_server._suspended import ContextT, SuspendedExecution, SuspendedExecutions
+from ipybox_core.errors import ApprovalError, ExecutionCancelled
+from ipybox_core.mcp_server._suspended import ABANDONED, ContextT, SuspendedExecution, SuspendedExecutions
+from ipybox_core.protocol import expired
 
 if TYPE_CHECKING:
     from ipybox_core.executor import Execution
@@ -34,7 +35,18 @@ async def cancel_execution(execution: Execution, reason: str, decided_by: str) -
 
 
 class ParkedExecutions(SuspendedExecutions[ContextT]):
-    """:class:`SuspendedExecutions` whose cancellations are audited with their decider."""
+    """:class:`SuspendedExecutions` whose cancellations are audited with their decider;
+    ``expired(parked, error)`` hears of each one its timer ended (why it ended: ``error``)."""
+
+    def __init__(
+        self,
+        *,
+        abandon_after: float | None,
+        abandon_reason: str = ABANDONED,
+        expired: Callable[[SuspendedExecution[ContextT], BaseException], None] | None = None,
+    ) -> None:
+        super().__init__(abandon_after=abandon_after, abandon_reason=abandon_reason)
+        self._expired = expired
 
     async def cancel_all(
         self,
@@ -52,5 +64,16 @@ class ParkedExecutions(SuspendedExecutions[ContextT]):
 
     async def _expire(self, parked: SuspendedExecution[ContextT]) -> None:
         if self.get(parked.key) is parked:  # not taken meanwhile: nobody came back in time
-            reject_pending(parked.execution, parked.reason or self.abandon_reason, TIMEOUT)
+            reason = parked.reason or self.abandon_reason
+            reject_pending(parked.execution, reason, TIMEOUT)
+            if self._expired is not None:
+                self._expired(parked, _expiry(parked.execution, reason))
         await super()._expire(parked)
+
+
+def _expiry(execution: Execution, reason: str) -> BaseException:
+    """Why an execution its timer ended no longer waits: it expired (the code went on, or it is
+    cancelled now), unless it ended otherwise first (timed out, its kernel died)."""
+    if execution.done and execution.error is not None and not isinstance(execution.error, ExecutionCancelled):
+        return execution.error
+    return expired(reason)

@@ -29,10 +29,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ipybox_core import protocol
+from ipybox_core._ended_calls import EndedCalls
 from ipybox_core._safe_fs import SafeDir, anchored
 from ipybox_core.approval.policy import ApprovalPolicy, NarrowedPolicy
 from ipybox_core.approval.request import CONVERSATION_MOVED_ON, SHUTDOWN
-from ipybox_core.errors import ConfigError, IpyboxError
+from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionGone, IpyboxError
 from ipybox_core.mcp.config import McpServerConfig, load_mcp_config, parse_server_config
 from ipybox_core.mcp_server._host_calls import HandedCall, HostCalls
 from ipybox_core.mcp_server._parked import ParkedExecutions
@@ -53,6 +54,9 @@ SESSIONS_DIR = ".ipybox-sessions"
 """Under the workspace (Streamable HTTP): ``run-*``, one host-only directory per start of the server,
 holding one working directory per client session."""
 RUN_PREFIX = "run-"
+ENDED_FILE = "ended-calls.json"
+"""Under ``<workspace>/.ipybox-sessions``: why the calls that no longer wait ended, saved by a
+graceful stop for the next start."""
 DEFAULT_SESSION = "default"
 """Over Streamable HTTP, the key of the session of the clients that name none (keys of named
 sessions always have a ``mcp:`` or ``named:`` prefix)."""
@@ -166,7 +170,11 @@ class IpyboxService:
         self.parked: ParkedExecutions[ParkedCall] = ParkedExecutions(
             abandon_after=settings.approval_timeout + 60.0,
             abandon_reason="nobody answered the approval request in time",
+            expired=lambda parked, error: self.record_ended(parked.context, error),
         )
+        # Why the calls that no longer wait ended (cancelled, expired, answered by whom, the
+        # service stopped), for a resume that finds nothing; kept across a graceful restart.
+        self.ended = EndedCalls()
         # Executions answered from the approvals inbox, until their call's next round takes the outcome.
         self.answered = AnsweredCalls(keep_for=settings.approval_timeout + 60.0)
         self._notify = notify or _stderr
@@ -203,6 +211,7 @@ class IpyboxService:
             self._start_default()
         else:
             self._pooled = True
+            self.ended.load(self.settings.workspace / SESSIONS_DIR, ENDED_FILE)  # an earlier run's
             self._start_pool()
 
     @property
@@ -338,6 +347,16 @@ class IpyboxService:
         if workspace is not None:
             await asyncio.to_thread(self._remove_workspace, workspace)
 
+    def record_ended(self, call: ParkedCall, error: BaseException) -> None:
+        """The execution of ``call`` no longer waits because of ``error`` (a resume that finds
+        nothing is told so)."""
+        if call.call is not None:
+            self.ended.record(_ended_key(call.session, call.call), error)
+
+    def gone(self, session: str | None, call: str) -> ExecutionGone:
+        """Why nothing waits for ``call`` in ``session``: its recorded cause, else "gone"."""
+        return self.ended.get(_ended_key(session, call)) or ExecutionGone(protocol.GONE_MESSAGE)
+
     async def cancel_parked(
         self,
         key: str | None,
@@ -359,6 +378,9 @@ class IpyboxService:
         def chosen_answered(answered: AnsweredCall) -> bool:
             return chosen_call(answered.session, answered.call)
 
+        for parked in self.parked.values():
+            if chosen(parked):
+                self.record_ended(parked.context, ExecutionCancelled(reason))
         cancelled = await self.parked.cancel_all(reason, where=chosen)
         # An answered execution parked again at its next approval was cancelled just now: counted once.
         return cancelled + await self.answered.cancel_all(reason, chosen_answered, CONVERSATION_MOVED_ON)
@@ -375,7 +397,15 @@ class IpyboxService:
             with contextlib.suppress(BaseException):
                 await task
         await self.answered.cancel_all("the ipybox MCP server is shutting down", lambda _: True, SHUTDOWN)
+        stopped = self.parked.values()
         await self.parked.cancel_all("the ipybox MCP server is shutting down", decided_by=SHUTDOWN)
+        for parked in stopped:  # a resume after the restart is told so
+            self.record_ended(
+                parked.context, ExecutionGone(protocol.SERVICE_RESTARTED_MESSAGE, cause="restarted")
+            )
+        if self._sessions_root is not None and len(self.ended):
+            with contextlib.suppress(OSError, IpyboxError):
+                await asyncio.to_thread(self.ended.save, self.settings.workspace / SESSIONS_DIR, ENDED_FILE)
         pool, self._pool = self._pool, None
         self._clients.clear()
         await asyncio.gather(
@@ -644,6 +674,10 @@ class IpyboxService:
         registered = RegisteredServer(name=name, config=parsed, package=own.package)
         executor.attach_server(registered)
         return registered
+
+
+def _ended_key(session: str | None, call: str) -> str:
+    return f"{session or ''}\x00{call}"
 
 
 def _remove_tree(directory: Path) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 from mcp_types import CallToolResult, ElicitResult, ImageContent, InputRequiredResult
 
 from ipybox_core import protocol
+from ipybox_core._ended_calls import EndedCalls
 from ipybox_core.approval import ApprovalDecision, ApprovalRequest, ApprovalRules
-from ipybox_core.errors import CodeError, ExecutorBusy, ServiceError
+from ipybox_core.errors import CodeError, ExecutionGone, ExecutorBusy, ServiceError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.executor.execution import Emit
 from ipybox_core.executor.executor import run_to_end
@@ -56,6 +57,7 @@ class RemoteExecutor:
         self._active: Execution | None = None
         self._active_call: str | None = None  # the call id the active execution runs under
         self._active_rounds: _Rounds | None = None  # the active execution's open question
+        self._gone = EndedCalls(limit=256)  # what the service said of calls that no longer wait
 
     @property
     def busy(self) -> bool:
@@ -127,18 +129,28 @@ class RemoteExecutor:
         going on to its next stop); otherwise the service's, picked up with its pending question."""
         active = self._active
         if active is not None and not active.done and self._active_call == call_id:
-            await self._catch_up(call_id)
+            if not await self._catch_up(call_id):  # it ended in the service: this handle is stale
+                with contextlib.suppress(Exception):
+                    await active.cancel("it no longer waits in the ipybox service")
+                return None
             active.resurface()
             return active
         arguments: dict[str, Any] = {"code": ""}
         first = await self._connection.execute(self.session, arguments=arguments, call=call_id, resume=True)
         if _error_kind(first) == "gone":
+            self._gone.record(call_id, _gone_error(first))  # why: for ended()
             return None
 
         async def again(emit: Emit, rounds: _Rounds) -> Round:
             return first
 
         return self._execution(again, arguments, call_id)
+
+    async def ended(self, call_id: str) -> ExecutionGone | None:
+        """Why nothing waits under ``call_id``, as the service told the last :meth:`reattach` of
+        it that found nothing (``None``: the service does not know)."""
+        gone = self._gone.get(call_id)
+        return gone if gone is not None and gone.cause is not None else None
 
     async def cancel_waiting(
         self,
@@ -175,18 +187,23 @@ class RemoteExecutor:
 
     # --- rounds ---------------------------------------------------------------------------------
 
-    async def _catch_up(self, call_id: str) -> None:
+    async def _catch_up(self, call_id: str) -> bool:
         """If the active execution's open question was answered elsewhere (the approvals inbox),
-        decide its request as the service did and hand the execution's next stop to its rounds."""
+        decide its request as the service did and hand the execution's next stop to its rounds;
+        False when the service knows it no longer waits (another client answered it, it was
+        cancelled or expired: :meth:`ended` says which)."""
         rounds = self._active_rounds
         question = rounds.waiting[-1] if rounds is not None and rounds.waiting else None
         if rounds is None or question is None or not question.request.pending:
-            return
+            return True
         resume: dict[str, Any] = {"code": ""}
         reply = await self._connection.execute(self.session, arguments=resume, call=call_id, resume=True)
+        if _error_kind(reply) == "gone" and (gone := _gone_error(reply)).cause is not None:
+            self._gone.record(call_id, gone)
+            return False
         answers = protocol.meta_value(reply.meta, protocol.ANSWERED)
         if not isinstance(answers, list) or not question.request.pending:
-            return  # still waiting (or gone: answering it says so)
+            return True  # still waiting (or gone: answering it says so)
         mine = next((a for a in answers if isinstance(a, dict) and a.get("id") == question.request.id), {})
         rounds.handoff.append(reply)
         rounds.arguments = resume  # the next question's state is bound to the round that got it
@@ -198,6 +215,7 @@ class RemoteExecutor:
                 reason=reason if isinstance(reason, str) else None,
             )
         )
+        return True
 
     def _execution(self, first: Any, arguments: dict[str, Any], call_id: str | None) -> Execution:
         """An execution over rounds; every retry resends ``arguments`` (the service's request
@@ -396,6 +414,12 @@ def _error_kind(reply: Round) -> str | None:
         return None
     error = protocol.meta_value(reply.meta, protocol.ERROR)
     return str(error.get("kind")) if isinstance(error, dict) else "unavailable"
+
+
+def _gone_error(reply: Round) -> ExecutionGone:
+    texts = [getattr(block, "text", "") for block in getattr(reply, "content", [])]
+    error = protocol.decode_error(protocol.meta_value(reply.meta, protocol.ERROR), "\n".join(texts))
+    return error if isinstance(error, ExecutionGone) else ExecutionGone(str(error))
 
 
 def _result(reply: Round) -> ExecutionResult:

@@ -31,6 +31,7 @@ from ipybox_integrations._session import (
     start_execution,
     with_notes,
 )
+from ipybox_integrations._waiting import not_waiting
 from ipybox_integrations.langchain._agent_tools import bind_context, let_through
 from ipybox_integrations.langchain._checkpoint import (
     answered_before,
@@ -104,8 +105,9 @@ async def run_in_graph(settings: ToolSettings, code: str, runtime: ToolRuntime) 
         found = await _reattach(settings, thread_id, call_id, shown, runtime)
         if isinstance(found, ExecutionResult):
             return await noted(notes, _result_of(found))  # it finished meanwhile
-        if found is None and answered:  # nothing waits for this call any more
-            raise ExecuteCodeError(with_notes(notes, STALE_APPROVAL_MESSAGE))
+        if found is None and answered:  # nothing waits for this call any more: why
+            executor = (await settings.conversations.session(thread_id)).executor
+            raise ExecuteCodeError(with_notes(notes, await not_waiting(executor, call_id)))
         call = found
     if call is None:
         call = await _start(settings, code, runtime, _current_call_ids(runtime))

@@ -163,7 +163,7 @@ class KernelDriver:
 def _lost_message(invocation: Invocation) -> str:
     if invocation.service_error is not None:
         return UNREACHABLE_MESSAGE.format(error=invocation.service_error)
-    return STALE_APPROVAL_MESSAGE
+    return invocation.ended or STALE_APPROVAL_MESSAGE
 
 
 def _function_call(call_id: str, request: ApprovalRequest) -> ResponseFunctionToolCall:

@@ -44,6 +44,8 @@ class Invocation:
     """The finished execution's text and images."""
     service_error: str | None = None
     """Why the service could not be asked for this call's execution, if it could not."""
+    ended: str | None = None
+    """The model's words for why nothing waits for this call any more, when nothing does."""
     learns_tools: bool = False
     """True when the executor does not list its tools in advance: proxies come from the requests."""
 

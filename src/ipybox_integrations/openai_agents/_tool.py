@@ -17,7 +17,7 @@ from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ConfigError, ExecutionCancelled, IpyboxError, ServiceError
+from ipybox_core.errors import ConfigError, ExecutionCancelled, ExecutionGone, IpyboxError, ServiceError
 from ipybox_core.executor import ExecutionResult
 from ipybox_core.hosttools import HOST_SERVER
 from ipybox_integrations._agent_tools import bind_run
@@ -35,7 +35,7 @@ from ipybox_integrations._session import (
     render_result,
     with_notes,
 )
-from ipybox_integrations._waiting import WaitingCalls, found_again
+from ipybox_integrations._waiting import WaitingCalls, ended_text, found_again, not_waiting
 from ipybox_integrations.openai_agents._agent_tools import AgentTools, AgentToolSelection
 from ipybox_integrations.openai_agents._driver import PROXY_MISSING, EventHook, KernelDriver
 from ipybox_integrations.openai_agents._invocation import (
@@ -351,16 +351,21 @@ class CodeActionTool(FunctionTool):
         its result when it finished meanwhile (its approval expired and the code went on)."""
         try:
             found = await found_again(invocation.executor, invocation.call_id)
+        except ExecutionGone as error:  # it ended while it waited (the service knows why)
+            invocation.ended = ended_text(error)
+            return
         except ServiceError as error:
             logger.warning("ipybox: could not ask the service for call %s: %s", invocation.call_id, error)
             invocation.service_error = error_text(error)
             return
-        except ExecutionCancelled:  # cancelled meanwhile (moved on, abandoned): nothing waits
+        except ExecutionCancelled as error:  # cancelled meanwhile (moved on, abandoned): nothing waits
+            invocation.ended = ended_text(error)
             return
         except IpyboxError as error:  # it timed out or its kernel died meanwhile: the model is told
             invocation.rendered = RenderedResult(describe_failure(error), images=[], failed=True)
             return
         if found is None:
+            invocation.ended = await not_waiting(invocation.executor, invocation.call_id)
             return
         invocation.execution, stop = found
         if isinstance(stop, ExecutionResult):

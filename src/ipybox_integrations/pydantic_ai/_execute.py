@@ -45,7 +45,7 @@ from pydantic_ai.messages import (
 
 from ipybox_core import protocol
 from ipybox_core.approval import ApprovalRequest
-from ipybox_core.errors import ServiceError, ToolError
+from ipybox_core.errors import ExecutionGone, ServiceError, ToolError
 from ipybox_core.executor import Execution, ExecutionResult, OutputChunk, ToolCall
 from ipybox_core.hosttools import HOST_SERVER
 from ipybox_core.mcp.elicitation import ElicitationRequest
@@ -65,7 +65,7 @@ from ipybox_integrations._session import (
     start_execution,
     with_notes,
 )
-from ipybox_integrations._waiting import WaitingCalls, found_again
+from ipybox_integrations._waiting import WaitingCalls, ended_text, found_again, not_waiting
 from ipybox_integrations.pydantic_ai._agent_tools import UNAVAILABLE_MESSAGE as _UNAVAILABLE
 from ipybox_integrations.pydantic_ai._agent_tools import (
     AgentTools,
@@ -174,13 +174,15 @@ class CodeRunner:
         found = None
         if ctx.tool_call_approved or parked or executor.busy:
             found = await _reattached(executor, call_id)
+        if isinstance(found, str):  # it ended while it waited: why
+            return with_notes(notes, found)
         if found is not None:
             execution, stop = found
             if isinstance(stop, ExecutionResult):  # it finished meanwhile (its approval expired)
                 return _noted(notes, tool_return(stop))
             request = stop
         elif ctx.tool_call_approved:
-            return with_notes(notes, STALE_APPROVAL_MESSAGE)
+            return with_notes(notes, await not_waiting(executor, call_id))
         else:
             started = start_execution(executor, code, self.timeout, call_id=call_id)
             if started is None:
@@ -535,10 +537,13 @@ def tool_return(result: ExecutionResult) -> ToolReturn:
 
 async def _reattached(
     executor: Executor, call_id: str
-) -> tuple[Execution, ApprovalRequest | ExecutionResult] | None:
-    """The service's execution of ``call_id`` and where it stands, when another process parked it."""
+) -> tuple[Execution, ApprovalRequest | ExecutionResult] | str | None:
+    """The execution of ``call_id`` and where it stands, when this or another instance (over a
+    service: process) left it waiting; the model's words for its cause when it ended meanwhile."""
     try:
         return await found_again(executor, call_id)
-    except (ServiceError, *EXECUTION_FAILURES) as error:
+    except (ExecutionGone, *EXECUTION_FAILURES) as error:
+        return ended_text(error)
+    except ServiceError as error:
         logger.warning("ipybox: could not resume execute_code call %s in the service: %s", call_id, error)
         return None
