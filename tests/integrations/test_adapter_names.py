@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import ipybox_core
 from ipybox_core import CodeExecutor
 from ipybox_core.executor.executor import DEFAULT_ABANDON_AFTER
 from ipybox_integrations.langchain import CodeActionMiddleware
@@ -34,3 +37,15 @@ def test_every_adapter_counts_and_cancels_suspended_executions_by_the_same_names
     assert inspect.iscoroutinefunction(adapter.cancel_suspended)
     assert "reason" in inspect.signature(adapter.cancel_suspended).parameters
     assert inspect.iscoroutinefunction(adapter.aclose)
+
+
+def test_async_close_is_aclose_everywhere() -> None:
+    """One name for async close across core and adapters (``close`` stays a plain, sync close)."""
+    src = Path(ipybox_core.__file__).parent.parent
+    found = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.match(r"\s*async def close\(", line)
+    ]
+    assert found == [], f"async close is called aclose(): rename {found}"

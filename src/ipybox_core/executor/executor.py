@@ -119,7 +119,7 @@ class CodeExecutor:
     and accepts requests only when told to (``approve_all=True``).
 
     ``workspace`` is the kernel's working directory; by default a fresh temporary directory,
-    removed by :meth:`close`.
+    removed by :meth:`aclose`.
 
     ``approval`` decides which MCP calls need a decision: ``"always"`` (default), ``"never"``,
     :class:`ApprovalRules` or a callable. With ``approve_shell=True`` shell commands (``!cmd``,
@@ -275,7 +275,7 @@ class CodeExecutor:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.close()
+        await self.aclose()
 
     async def start(self) -> None:
         """Start the tool server and the kernel, and register ``mcp_servers``."""
@@ -315,11 +315,11 @@ class CodeExecutor:
                     f"{self.api_root.name}/{registered.package.module}", registered.package.path
                 )
         except BaseException:
-            await self.close()
+            await self.aclose()
             raise
         self._state = "running"
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Stop everything: the running execution, the kernel, MCP servers, the tool server."""
         if self._state == "closed":
             return
@@ -338,7 +338,8 @@ class CodeExecutor:
         if self._owned_workspace is not None:
             self._owned_workspace()
 
-    aclose = close
+    close = aclose
+    """The older name of :meth:`aclose`."""
 
     # --- MCP servers ------------------------------------------------------------------------
 

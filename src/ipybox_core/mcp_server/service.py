@@ -199,7 +199,7 @@ class IpyboxService:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.close()
+        await self.aclose()
 
     def start(self, *, default_session: bool = True) -> None:
         """Start the default session's kernel, or (``default_session`` false: Streamable HTTP) the
@@ -221,7 +221,7 @@ class IpyboxService:
 
     @property
     def closing(self) -> bool:
-        """True once :meth:`close` began."""
+        """True once :meth:`aclose` began."""
         return self._closing
 
     @property
@@ -385,7 +385,7 @@ class IpyboxService:
         # An answered execution parked again at its next approval was cancelled just now: counted once.
         return cancelled + await self.answered.cancel_all(reason, chosen_answered, CONVERSATION_MOVED_ON)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Cancel parked executions and stop every kernel and MCP server process."""
         self._closing = True
         tasks: list[asyncio.Task[Any]] = [*self._tasks]
@@ -487,7 +487,7 @@ class IpyboxService:
     async def _stop(self, session: ClientSession) -> None:
         await self.cancel_parked(session.key, "the session ended")
         if session.executor is not None:
-            await session.executor.close()
+            await session.executor.aclose()
 
     # the keyed sessions (Streamable HTTP)
 

@@ -82,11 +82,12 @@ class ServiceConnection:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_RETRY)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
+        """Close the connection (the next call after :meth:`open` connects again)."""
         self._closed = True
         link, self._link = self._link, None
         if link is not None:
-            await link.close()
+            await link.aclose()
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[ClientSession]:
@@ -106,13 +107,13 @@ class ServiceConnection:
             if link is not None and link.alive:
                 return link
             if link is not None:
-                await link.close()
+                await link.aclose()
             self._link = link = Link(self._connect)
             try:
                 await link.open()
             except Exception as error:
                 self._link = None
-                await link.close()
+                await link.aclose()
                 reason = _reason(error, self._has_token)
                 raise _Unreachable(
                     f"cannot connect to the ipybox service at {self.url}: {reason}", refused="(401)" in reason

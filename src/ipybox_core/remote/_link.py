@@ -30,7 +30,7 @@ Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
 
 class Link:
-    """An open MCP client session, owned by its own task until :meth:`close`."""
+    """An open MCP client session, owned by its own task until :meth:`aclose`."""
 
     def __init__(self, connect: Connect) -> None:
         self._connect = connect
@@ -64,7 +64,7 @@ class Link:
             await work
         raise LinkDown(self._ended())
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """End the connection and wait for its task."""
         self._stop.set()
         await asyncio.wait({self._task})

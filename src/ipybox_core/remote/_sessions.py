@@ -97,7 +97,7 @@ class RemoteSessions:
     async def aclose(self) -> None:
         """Close the connection (the sessions and their kernels stay in the service)."""
         self._open = False
-        await self._connection.close()
+        await self._connection.aclose()
 
     @property
     def shares_kernel(self) -> bool:

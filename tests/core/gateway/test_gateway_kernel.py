@@ -256,7 +256,7 @@ async def test_shutdown_and_garbage_collection_delete_the_kernel(kernel_gateway:
     dropped: GatewayKernel | None = await GatewayKernel.start(kernel_gateway.config())
     assert dropped is not None and dropped._channels is not None
     kernel_id = dropped.kernel_id
-    await dropped._channels.close()  # (the websocket's reader task would otherwise keep running)
+    await dropped._channels.aclose()  # (the websocket's reader task would otherwise keep running)
     dropped = None
     gc.collect()
     assert kernel_id not in {k["id"] for k in kernel_gateway.kernels()}

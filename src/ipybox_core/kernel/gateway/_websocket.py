@@ -150,7 +150,7 @@ class GatewayChannels:
         except TimeoutError:
             return None
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         if self.lost is None:
             self.lost = "closed by ipybox"
         with contextlib.suppress(Exception):

@@ -234,7 +234,7 @@ class GatewayKernel(KernelBase):
         channels, self._channels = self._channels, None
         started = time.monotonic()
         if channels is not None:
-            await channels.close()
+            await channels.aclose()
         if channels is not None and channels.restarts != self._boot_restarts and not channels.dead:
             logger.warning(
                 "the kernel died and the gateway restarted it; setting it up again (state is lost)"
@@ -277,7 +277,7 @@ class GatewayKernel(KernelBase):
             channels, self._channels = self._channels, None
             self._generation += 1  # running executions see the change at once
             if channels is not None:
-                await channels.close()
+                await channels.aclose()
             started = time.monotonic()
             if await rest.restart(self._require_kernel_id(), self.gateway.startup_timeout):
                 await self._connect_and_set_up(started)
@@ -304,7 +304,7 @@ class GatewayKernel(KernelBase):
         channels, self._channels = self._channels, None
         try:
             if channels is not None:
-                await channels.close()
+                await channels.aclose()
             await self._delete_kernel()
         finally:
             rest, self._rest = self._rest, None
@@ -448,7 +448,7 @@ class GatewayKernel(KernelBase):
             return
         self._check_kernel(channels, generation)
         if state is None or state == "dead":
-            await channels.close()
+            await channels.aclose()
             raise KernelDied(
                 f"the gateway reports the kernel {'gone' if state is None else 'dead'} while the code "
                 "was running; all its state is lost and the next execution starts a new kernel"
