@@ -52,15 +52,18 @@ class EndedCalls:
         """``call_id`` waits again (a new execution under the same id)."""
         self._causes.pop(call_id, None)
 
-    def save(self, directory: Path, name: str) -> None:
-        """Write the record to ``directory/name`` (atomically; nothing in ``directory`` followed)."""
-        data = json.dumps({"ended": list(self._causes.items())}).encode()
+    def save(self, directory: Path, name: str, *, keys: list[str] | None = None) -> None:
+        """Write the record (and ``keys``, e.g. the conversations that had a kernel) to
+        ``directory/name``, atomically; nothing in ``directory`` is followed."""
+        data = json.dumps({"ended": list(self._causes.items()), "keys": keys or []}).encode()
         with SafeDir.open(anchored(directory, directory.parent)) as where:
             where.replace(name, data, 0o600)
 
-    def load(self, directory: Path, name: str) -> None:
-        """Add what :meth:`save` wrote to ``directory/name`` (nothing when it is missing or unreadable)."""
-        with contextlib.suppress(OSError, IpyboxError, ValueError, TypeError):
+    def load(self, directory: Path, name: str) -> list[str]:
+        """Add what :meth:`save` wrote to ``directory/name`` and return its ``keys`` (nothing when
+        the file is missing or unreadable)."""
+        keys: list[str] = []
+        with contextlib.suppress(OSError, IpyboxError, ValueError, TypeError, KeyError):
             with SafeDir.open(anchored(directory, directory.parent)) as where:
                 saved = json.loads(where.read_bytes(name, limit=_FILE_LIMIT))
             for call_id, data in saved["ended"]:
@@ -68,3 +71,5 @@ class EndedCalls:
                     self._causes[call_id] = data
             while len(self._causes) > self.limit:
                 self._causes.popitem(last=False)
+            keys = [key for key in saved.get("keys") or () if isinstance(key, str)][: self.limit]
+        return keys

@@ -132,5 +132,10 @@ async def test_a_graceful_service_restart_is_told_as_a_restart(tmp_path: Path) -
             executor = (await sessions.session("restart")).executor
             assert (await executor.ended(call_id)) is not None  # what the reattach learned
             assert (await executor.ended("never-started")) is None
+            after = await executor.stream("print('after')").wait()  # the next turn: the restart notice
+            assert after.text.startswith(
+                "Note: the Python kernel of this conversation was restarted (the ipybox service restarted)"
+            )
+            assert after.text.endswith("after\n")
     finally:
         assert restarted.stop() == 0

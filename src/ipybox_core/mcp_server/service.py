@@ -54,9 +54,13 @@ SESSIONS_DIR = ".ipybox-sessions"
 """Under the workspace (Streamable HTTP): ``run-*``, one host-only directory per start of the server,
 holding one working directory per client session."""
 RUN_PREFIX = "run-"
+RESTARTED_NOTICE = (
+    "the Python kernel of this conversation was restarted (the ipybox service restarted): variables, "
+    "imports and the files its code wrote in its workspace are gone"
+)
 ENDED_FILE = "ended-calls.json"
-"""Under ``<workspace>/.ipybox-sessions``: why the calls that no longer wait ended, saved by a
-graceful stop for the next start."""
+"""Under ``<workspace>/.ipybox-sessions``: why the calls that no longer wait ended and which
+conversations had a kernel, saved by a graceful stop for the next start."""
 DEFAULT_SESSION = "default"
 """Over Streamable HTTP, the key of the session of the clients that name none (keys of named
 sessions always have a ``mcp:`` or ``named:`` prefix)."""
@@ -175,6 +179,7 @@ class IpyboxService:
         # Why the calls that no longer wait ended (cancelled, expired, answered by whom, the
         # service stopped), for a resume that finds nothing; kept across a graceful restart.
         self.ended = EndedCalls()
+        self._before_restart: set[str] = set()  # conversations that had a kernel before a restart
         # Executions answered from the approvals inbox, until their call's next round takes the outcome.
         self.answered = AnsweredCalls(keep_for=settings.approval_timeout + 60.0)
         self._notify = notify or _stderr
@@ -211,7 +216,8 @@ class IpyboxService:
             self._start_default()
         else:
             self._pooled = True
-            self.ended.load(self.settings.workspace / SESSIONS_DIR, ENDED_FILE)  # an earlier run's
+            # what an earlier run left: why its calls ended, the conversations that had a kernel
+            self._before_restart = set(self.ended.load(self.settings.workspace / SESSIONS_DIR, ENDED_FILE))
             self._start_pool()
 
     @property
@@ -403,9 +409,11 @@ class IpyboxService:
             self.record_ended(
                 parked.context, ExecutionGone(protocol.SERVICE_RESTARTED_MESSAGE, cause="restarted")
             )
-        if self._sessions_root is not None and len(self.ended):
+        keys = [key for key in self._clients if key != DEFAULT_SESSION]  # told of the restart next run
+        if self._sessions_root is not None and (len(self.ended) or keys):
             with contextlib.suppress(OSError, IpyboxError):
-                await asyncio.to_thread(self.ended.save, self.settings.workspace / SESSIONS_DIR, ENDED_FILE)
+                directory = self.settings.workspace / SESSIONS_DIR
+                await asyncio.to_thread(self.ended.save, directory, ENDED_FILE, keys=keys)
         pool, self._pool = self._pool, None
         self._clients.clear()
         await asyncio.gather(
@@ -570,6 +578,9 @@ class IpyboxService:
                 key, session.workspace, session.executor, dict(self._pool_failures), pooled=session
             )
             notice = session.take_restart_notice()
+            if notice is None and key in self._before_restart:  # it had a kernel before a restart
+                notice = RESTARTED_NOTICE
+            self._before_restart.discard(key)
             if notice is not None:
                 client.restart_notice = (
                     f"Note: {notice}; MCP servers registered with register_mcp_server are gone too. "
