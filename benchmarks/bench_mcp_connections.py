@@ -1,12 +1,12 @@
 """Connect time and call latency of ipybox's MCP connections, against the bare mcp SDK client.
 
     .venv/bin/python benchmarks/bench_mcp_connections.py [--calls N] [--warmup N] [--connects N]
-        [--discover-modes M]
+        [--connect-modes M] [--discover-modes M]
 
 For each transport (stdio, Streamable HTTP, SSE) it measures, in the same run:
 
 - connect: spawn (stdio) + handshake + full tools/list, with ``McpRegistry.add`` vs ``mcp.Client``
-  entered by hand, in ``legacy`` and ``auto`` mode;
+  entered by hand, in ``legacy`` and ``auto`` mode (``--connect-modes``, default ``legacy,auto``);
 - one call: ``McpRegistry.call`` vs ``Client.call_tool`` on an open connection (median and p90 of N
   sequential calls after ``--warmup`` calls, default 20), for an unstructured (``echo``) and a
   structured (``add``) tool, both on the same connection of each client;
@@ -38,7 +38,11 @@ from ipybox_core.mcp import McpRegistry
 from servers import PYTHON, RAW_SERVER_SCRIPT, SERVE_SCRIPT
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--calls", "2", "--warmup", "1", "--connects", "1", "--discover-modes", "legacy"]
+#: The connects run in ``auto`` mode only: the calls' connections are ``legacy`` ones.
+TINY_ARGS = [
+    *["--calls", "1", "--warmup", "1", "--connects", "1"],
+    *["--connect-modes", "auto", "--discover-modes", "legacy"],
+]
 
 STDERR_SINK = open(os.devnull, "w")  # noqa: SIM115 - a real file, like ipybox's stderr log
 EVERYTHING = Path(__file__).resolve().parent.parent / (
@@ -102,7 +106,9 @@ def start_http_server() -> tuple[subprocess.Popen[str], int]:
     return process, int(process.stdout.readline().split()[1])
 
 
-async def main(calls: int, connects: int, discover_modes: list[str], warmup: int) -> None:
+async def main(
+    calls: int, connects: int, connect_modes: list[str], discover_modes: list[str], warmup: int
+) -> None:
     process, port = start_http_server()
     try:
         configs = {
@@ -119,7 +125,7 @@ async def main(calls: int, connects: int, discover_modes: list[str], warmup: int
         print(f"connect (spawn + handshake + tools/list), median of {connects}, ms")
         print(f"{'transport':<11} {'mode':<7} {'mcp SDK':>9} {'ipybox':>9} {'ratio':>7}")
         for name, config in configs.items():
-            for mode in ("legacy", "auto"):
+            for mode in connect_modes:
                 sdk = [await time_it(lambda c=config, m=mode: connect_sdk(c, m)) for _ in range(connects)]
                 ours = [await time_it(lambda c=config, m=mode: connect_ipybox(c, m)) for _ in range(connects)]
                 sdk_ms, ours_ms = statistics.median(sdk) * 1000, statistics.median(ours) * 1000
@@ -154,7 +160,8 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--connects", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=20, help="calls before the measured ones")
+    parser.add_argument("--connect-modes", default="legacy,auto", help="modes for the connect times")
     parser.add_argument("--discover-modes", default="legacy,auto", help="modes for the server/discover probe")
     arguments = parser.parse_args()
-    modes = arguments.discover_modes.split(",")
-    asyncio.run(main(arguments.calls, arguments.connects, modes, arguments.warmup))
+    connect_modes, discover_modes = arguments.connect_modes.split(","), arguments.discover_modes.split(",")
+    asyncio.run(main(arguments.calls, arguments.connects, connect_modes, discover_modes, arguments.warmup))

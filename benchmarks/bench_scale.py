@@ -53,7 +53,7 @@ from servers.gateway import LocalGateway, kernelgateway_available, start_local_g
 
 T = TypeVar("T")
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--levels", "1", "--calls", "2", "--executions", "1"]
+TINY_ARGS = ["--levels", "1", "--calls", "1", "--executions", "1", "--no-warm-up"]
 START_CONCURRENCY = 4
 WARM_UP = "import os\nfrom mcptools.bench import add\nadd(a=0, b=0)\nprint(os.getpid())"
 CALL_LOOP = """\
@@ -235,6 +235,11 @@ async def main() -> None:
     parser.add_argument("--executions", type=int, default=10, help="tiny executions per executor and level")
     parser.add_argument("--backends", default="local,gateway", help="local, gateway, sessions")
     parser.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="no unmeasured first executors per backend (they pay for imports); for a quick check only",
+    )
+    parser.add_argument(
         "--no-sessions", action="store_true", help="do not add the sessions backend next to local"
     )
     args = parser.parse_args()
@@ -254,7 +259,7 @@ async def main() -> None:
         gateway = start_local_gateway(base) if "gateway" in backends else None
         results: list[Level] = []
         try:
-            for backend in backends:  # first executors pay for imports: not part of any level
+            for backend in [] if args.no_warm_up else backends:  # first executors pay for imports: no level
                 await run_level(backend, 1, 2, 1, mcp.url, gateway if backend == "gateway" else None, base)
             for n in levels:  # backends interleaved per level, so machine noise hits both alike
                 for backend in backends:

@@ -41,7 +41,7 @@ from ipybox_core.hosttools import HostCall, HostTool
 from ipybox_core.remote import RemoteSessions
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--rounds", "2", "--calls", "3"]
+TINY_ARGS = ["--rounds", "1", "--calls", "1"]
 
 SERVER = TEST_SERVER  # what the service registers from its config too
 APPROVED_CALL = "from mcptools.test import add\nprint(add(a=1, b=2))"

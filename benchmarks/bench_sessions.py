@@ -1,7 +1,7 @@
 """Sessions (one kernel per conversation): warm acquire, many idle sessions, concurrent conversations.
 
 Run: ``.venv/bin/python benchmarks/bench_sessions.py [--rounds 9] [--idle 100] [--conversations 20]
-[--executions 10] [--calls 200]``. Every figure is measured in this run. Three parts:
+[--executions 10] [--calls 200] [--warm 2]``. Every figure is measured in this run. Three parts:
 
 - **acquire**: ``await sessions.session(key)`` for a new key with a warm executor ready (the pool
   is refilled between rounds), against a cold ``CodeExecutor.start()`` of the same template, both
@@ -46,7 +46,10 @@ from ipybox_core.sandbox import probe_sandbox
 from servers import PYTHON, SERVE_SCRIPT
 
 #: Arguments for a seconds-long run that only checks the benchmark still works (tests/test_benchmarks.py).
-TINY_ARGS = ["--rounds", "1", "--idle", "3", "--conversations", "2", "--executions", "2", "--calls", "20"]
+TINY_ARGS = [
+    *["--rounds", "1", "--idle", "1", "--conversations", "2"],
+    *["--executions", "2", "--calls", "2", "--warm", "1"],
+]
 
 STDIO_SERVER = {"command": PYTHON, "args": [str(SERVE_SCRIPT), "stdio"], "env": {"PYTHONUNBUFFERED": "1"}}
 
@@ -145,12 +148,12 @@ def kernel_processes() -> list[psutil.Process]:
     return found
 
 
-async def bench_idle(count: int, calls: int) -> None:
+async def bench_idle(count: int, calls: int, warm: int) -> None:
     print(f"idle: {count} live idle sessions (unsandboxed, one shared MCP server, approval='never')")
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as tmp:
         async with Sessions(
             root=Path(tmp),
-            warm=2,
+            warm=warm,
             max_sessions=count + 1,
             idle_timeout=None,
             approval="never",
@@ -239,11 +242,15 @@ async def conversation(sessions: Sessions, index: int, executions: int, leaks: l
     return approvals
 
 
-async def bench_conversations(count: int, executions: int) -> bool:
+async def bench_conversations(count: int, executions: int, warm: int) -> bool:
     print(f"conversations: {count} concurrent, {executions} executions and {executions} approved calls each")
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as tmp:
         async with Sessions(
-            root=Path(tmp), warm=2, max_sessions=count, approval="always", mcp_servers={"test": STDIO_SERVER}
+            root=Path(tmp),
+            warm=warm,
+            max_sessions=count,
+            approval="always",
+            mcp_servers={"test": STDIO_SERVER},
         ) as sessions:
             leaks: list[str] = []
             started = time.perf_counter()
@@ -268,10 +275,11 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--conversations", type=int, default=20)
     parser.add_argument("--executions", type=int, default=10)
+    parser.add_argument("--warm", type=int, default=2, help="warm pool of the idle and conversations parts")
     args = parser.parse_args()
     await bench_acquire(args.rounds)
-    await bench_idle(args.idle, args.calls)
-    if not await bench_conversations(args.conversations, args.executions):
+    await bench_idle(args.idle, args.calls, args.warm)
+    if not await bench_conversations(args.conversations, args.executions, args.warm):
         raise SystemExit("conversations leaked into each other (see LEAK lines)")
 
 
