@@ -4,6 +4,8 @@ The service's test MCP server is shared by the module's tests; each test's appli
 work in the test's own conversation (``$SERVICE_TEST_CONVERSATION``: its own kernel) and count with
 ``count(tag=<conversation>)`` (its own counter), so "count 1" still means "ran once". A test that
 needs a fresh service (a restart) starts its own with :func:`service_kit.start_service`.
+The application processes are forked from the session's fork server (:class:`service_kit.AppServer`),
+ended at the session's end.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from service_kit import CONVERSATION_ENV, Service, start_service
+from service_kit import APP_SERVER, CONVERSATION_ENV, Service, start_service
+
+
+@pytest.fixture(scope="session", autouse=True)
+def app_server() -> Iterator[None]:
+    """The session's fork server of application processes; it must exit cleanly at the end."""
+    yield
+    assert APP_SERVER.close() == 0
 
 
 @pytest.fixture(scope="module")

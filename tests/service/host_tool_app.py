@@ -46,5 +46,10 @@ async def main(url: str, log: Path) -> None:
                 await event.accept()
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[1], Path(argv[2]))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[2], Path(sys.argv[3])))
+    asyncio.run(run(sys.argv[1:]))

@@ -68,5 +68,10 @@ async def main(url: str, conversation: str, call: str, mode: str) -> None:
             report(await execution.next_stop(), asked)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(*argv[:4])
+
+
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(run(sys.argv[1:]))

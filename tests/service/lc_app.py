@@ -24,15 +24,21 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from lc_kit import APPROVE, action, config, make_agent, reject, text_of, tool_call, tool_messages, user
-from service_kit import conversation_key
+from service_kit import conversation_key, counting_steps
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 
-THREAD = conversation_key("lc-thread-1")
-COUNT = f"count(tag={THREAD!r})"
-STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
-ADD_FIRST = f"from mcptools.test import add, count\nadd(a=1, b=2)\nprint('count', {COUNT}, state)"
+
+def codes(thread: str, extra: str) -> list[str]:
+    """The model's code: a variable, then ``count()`` of the thread (after ``add()`` with ``add``)."""
+    count = f"count(tag={thread!r})"
+    if extra == "add":
+        return [
+            "state = 'kept'",
+            f"from mcptools.test import add, count\nadd(a=1, b=2)\nprint('count', {count}, state)",
+        ]
+    return counting_steps(thread)
 
 
 def scripted(steps: list[str]) -> Callable[[list[BaseMessage]], AIMessage]:
@@ -54,16 +60,16 @@ def moved_on(messages: list[BaseMessage]) -> AIMessage:
 
 
 async def main(role: str, url: str, db: Path, extra: str) -> None:
+    thread = conversation_key("lc-thread-1")
     async with (
         RemoteSessions(url, client_name=f"lc-{role}") as sessions,
         AsyncSqliteSaver.from_conn_string(str(db)) as saver,
     ):
         middleware = CodeActionMiddleware(sessions)
-        steps = [STEPS[0], ADD_FIRST] if extra == "add" else STEPS
-        script = moved_on if role == "moveon" else scripted(steps)
+        script = moved_on if role == "moveon" else scripted(codes(thread, extra))
         _, agent = make_agent([middleware], script, checkpointer=saver)
         if role == "start":
-            out = await agent.ainvoke(user(), config(THREAD), version="v2")
+            out = await agent.ainvoke(user(), config(thread), version="v2")
             (interrupt,) = out.interrupts
             print("INTERRUPTED", json.dumps(action(interrupt)["name"]), flush=True)
             if extra == "hold":
@@ -71,10 +77,10 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
             return
         answer: Any = {"approve": APPROVE, "reject": reject("not now")}.get(extra)
         if role == "moveon":
-            out = await agent.ainvoke(user("never mind that"), config(THREAD), version="v2")
+            out = await agent.ainvoke(user("never mind that"), config(thread), version="v2")
         else:
             out = await agent.ainvoke(
-                Command(resume=answer) if answer is not None else None, config(THREAD), version="v2"
+                Command(resume=answer) if answer is not None else None, config(thread), version="v2"
             )
         report = {
             "tools": [text_of(message) for message in tool_messages(out.value)],
@@ -83,5 +89,10 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
         print("OUTPUT", json.dumps(report), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), argv[3] if len(argv) > 3 else "")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else ""))
+    asyncio.run(run(sys.argv[1:]))

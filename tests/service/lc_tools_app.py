@@ -31,8 +31,6 @@ from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.langchain import CodeActionMiddleware
 from servers.agent_tools_cells import CALLS_CELL
 
-THREAD = conversation_key("lc-tools-thread-1")
-
 
 def clerk_tools(log: Path) -> list[BaseTool]:
     def ran(what: str, argument: str) -> None:
@@ -61,6 +59,7 @@ def clerk_tools(log: Path) -> list[BaseTool]:
 
 
 async def main(role: str, url: str, db: Path, log: Path) -> None:
+    thread = conversation_key("lc-tools-thread-1")
     async with (
         RemoteSessions(url, client_name=f"lc-tools-{role}") as sessions,
         AsyncSqliteSaver.from_conn_string(str(db)) as saver,
@@ -77,15 +76,20 @@ async def main(role: str, url: str, db: Path, log: Path) -> None:
         )
         context = {"user": "carol" if role == "start" else "dave"}
         if role == "start":
-            out = await agent.ainvoke(user(), config(THREAD), context=context, version="v2")
+            out = await agent.ainvoke(user(), config(thread), context=context, version="v2")
             assert out.interrupts, out
             print("INTERRUPTED", flush=True)
             return
-        out = await agent.ainvoke(Command(resume=APPROVE), config(THREAD), context=context, version="v2")
+        out = await agent.ainvoke(Command(resume=APPROVE), config(thread), context=context, version="v2")
         while out.interrupts:
-            out = await agent.ainvoke(Command(resume=APPROVE), config(THREAD), context=context, version="v2")
+            out = await agent.ainvoke(Command(resume=APPROVE), config(thread), context=context, version="v2")
         print("OUTPUT", json.dumps(text_of(tool_messages(out.value)[0])), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), Path(argv[3]))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])))
+    asyncio.run(run(sys.argv[1:]))

@@ -24,16 +24,12 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from agents import Runner, RunState, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message
 from oa_kit import call_summary, make_agent, output_text, scripted, tool_outputs
-from service_kit import conversation_key
+from service_kit import conversation_key, counting_steps
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.openai_agents import CodeActionTool
 
 set_tracing_disabled(True)
-
-CONVERSATION = conversation_key("oa-conversation-1")
-COUNT = f"count(tag={CONVERSATION!r})"
-STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
 
 
 def conversation(context: Any) -> str:
@@ -41,14 +37,14 @@ def conversation(context: Any) -> str:
 
 
 def context() -> dict[str, str]:
-    return {"conversation": CONVERSATION}
+    return {"conversation": conversation_key("oa-conversation-1")}
 
 
 async def main(role: str, url: str, file: Path, extra: str) -> None:
     async with RemoteSessions(url, client_name=f"oa-{role}") as sessions:
         code = CodeActionTool(sessions, key=conversation)
         if role == "start":
-            agent = make_agent(code, scripted(*STEPS))
+            agent = make_agent(code, scripted(*counting_steps(context()["conversation"])))
             result = await Runner.run(agent, "go", context=context())
             assert result.interruptions, [output_text(o) for o in tool_outputs(agent.model)]
             file.write_text(json.dumps(result.to_state().to_json()))
@@ -80,5 +76,10 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
         print("OUTPUT", json.dumps(summary), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), argv[3] if len(argv) > 3 else "")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else ""))
+    asyncio.run(run(sys.argv[1:]))

@@ -30,7 +30,6 @@ from ipybox_integrations.openai_agents import CodeActionTool
 from servers.agent_tools_cells import CALLS_CELL
 
 set_tracing_disabled(True)
-CONVERSATION = conversation_key("oa-tools-conversation-1")
 
 
 def clerk(code: CodeActionTool, model: ScriptedModel, log: Path) -> Agent[Any]:
@@ -66,7 +65,8 @@ def clerk(code: CodeActionTool, model: ScriptedModel, log: Path) -> Agent[Any]:
 
 async def main(role: str, url: str, state_file: Path, log: Path) -> None:
     async with RemoteSessions(url, client_name=f"oa-tools-{role}") as sessions:
-        code = CodeActionTool(sessions, key=lambda ctx: CONVERSATION)
+        conversation = conversation_key("oa-tools-conversation-1")
+        code = CodeActionTool(sessions, key=lambda ctx: conversation)
         if role == "start":
             result = await Runner.run(clerk(code, scripted(CALLS_CELL), log), "go", context={"user": "carol"})
             assert result.interruptions, result.final_output
@@ -86,5 +86,10 @@ async def main(role: str, url: str, state_file: Path, log: Path) -> None:
         print("OUTPUT", json.dumps(output_text(tool_outputs(model)[0])), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), Path(argv[3]))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])))
+    asyncio.run(run(sys.argv[1:]))

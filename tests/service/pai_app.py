@@ -22,14 +22,11 @@ from pai_kit import ScriptedModel
 from pydantic import TypeAdapter
 from pydantic_ai import Agent, AgentRunResult, DeferredToolRequests
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from service_kit import conversation_key
+from service_kit import conversation_key, counting_steps
 
 from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.pydantic_ai import CodeAction, Decision, approval_results
 
-CONVERSATION = conversation_key("pai-conversation-1")
-COUNT = f"count(tag={CONVERSATION!r})"
-STEPS = ["state = 'kept'", f"from mcptools.test import count\nprint('count', {COUNT}, state)"]
 REQUESTS = TypeAdapter(DeferredToolRequests)
 
 
@@ -51,13 +48,14 @@ def load_run(file: Path) -> tuple[list[ModelMessage], DeferredToolRequests]:
 
 
 async def main(role: str, url: str, file: Path, extra: str) -> None:
-    model = ScriptedModel(STEPS)
+    conversation = conversation_key("pai-conversation-1")
+    model = ScriptedModel(counting_steps(conversation))
     async with RemoteSessions(url, client_name=f"pai-{role}") as sessions:
         agent = Agent(
             model.model, capabilities=[CodeAction(sessions)], output_type=[str, DeferredToolRequests]
         )
         if role == "start":
-            result = await agent.run("go", conversation_id=CONVERSATION)
+            result = await agent.run("go", conversation_id=conversation)
             assert isinstance(result.output, DeferredToolRequests), result.output
             save_run(result, file)
             print("PARKED", flush=True)
@@ -69,7 +67,7 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
             agent = Agent(
                 moved.model, capabilities=[CodeAction(sessions)], output_type=[str, DeferredToolRequests]
             )
-            result = await agent.run("never mind that", conversation_id=CONVERSATION)
+            result = await agent.run("never mind that", conversation_id=conversation)
             print("OUTPUT", json.dumps(result.output), flush=True)
             return
         history, requests = load_run(file)
@@ -77,10 +75,15 @@ async def main(role: str, url: str, file: Path, extra: str) -> None:
         decision = decisions.get(extra, Decision.reject("not now"))
         results = approval_results(requests, lambda approval: decision)
         result = await agent.run(
-            message_history=history, deferred_tool_results=results, conversation_id=CONVERSATION
+            message_history=history, deferred_tool_results=results, conversation_id=conversation
         )
         print("OUTPUT", json.dumps(result.output), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), argv[3] if len(argv) > 3 else "")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else ""))
+    asyncio.run(run(sys.argv[1:]))

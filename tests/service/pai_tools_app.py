@@ -27,8 +27,6 @@ from ipybox_core.remote import RemoteSessions
 from ipybox_integrations.pydantic_ai import CodeAction
 from servers.agent_tools_cells import CALLS_CELL
 
-CONVERSATION = conversation_key("pai-tools-conversation-1")
-
 
 def clerk(sessions: RemoteSessions, log: Path) -> Agent[dict[str, str], str | DeferredToolRequests]:
     """The agent of ``tests/integrations/pydantic_ai``'s agent-tools tests, logging each run."""
@@ -68,10 +66,11 @@ def clerk(sessions: RemoteSessions, log: Path) -> Agent[dict[str, str], str | De
 
 
 async def main(role: str, url: str, state: Path, log: Path) -> None:
+    conversation = conversation_key("pai-tools-conversation-1")
     async with RemoteSessions(url, client_name=f"pai-tools-{role}") as sessions:
         agent = clerk(sessions, log)
         if role == "start":
-            result = await agent.run("go", deps={"user": "carol"}, conversation_id=CONVERSATION)
+            result = await agent.run("go", deps={"user": "carol"}, conversation_id=conversation)
             assert isinstance(result.output, DeferredToolRequests), result.output
             save_run(result, state)
             print("PARKED", flush=True)
@@ -83,11 +82,16 @@ async def main(role: str, url: str, state: Path, log: Path) -> None:
                 message_history=history,
                 deferred_tool_results=output.build_results(approve_all=True),
                 deps={"user": "dave"},
-                conversation_id=CONVERSATION,
+                conversation_id=conversation,
             )
             history, output = result.all_messages(), result.output
         print("OUTPUT", json.dumps(output), flush=True)
 
 
+async def run(argv: list[str]) -> None:
+    """The process's work for its command line ``argv`` (without the script)."""
+    await main(argv[0], argv[1], Path(argv[2]), Path(argv[3]))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])))
+    asyncio.run(run(sys.argv[1:]))

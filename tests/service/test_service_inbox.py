@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_kit import APPS, TOKEN, Service, run_app, start_app, start_service, wait_for_line
+from service_kit import TOKEN, Service, Started, run_app, start_app, start_service, wait_for_line
 
 from ipybox_core.approval import ApprovalRequest, ApprovalRules
 from ipybox_core.errors import ApprovalError, ExecutionGone
@@ -56,26 +56,19 @@ def approvals(
     return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
-def worker(service: Service, conversation: str, call: str, mode: str) -> subprocess.Popen[str]:
+def worker(service: Service, conversation: str, call: str, mode: str) -> Started:
     process = start_app("inbox_app.py", service.url, conversation, call, mode)
     assert process.stdin is None
     return process
 
 
-def holding_worker(service: Service, conversation: str, call: str) -> tuple[subprocess.Popen[str], str]:
+def holding_worker(service: Service, conversation: str, call: str) -> tuple[Started, str]:
     """A worker process that asked for an approval and stays attached; returns it and the approval id."""
-    process = subprocess.Popen(
-        [sys.executable, str(APPS / "inbox_app.py"), service.url, conversation, call, "hold"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "IPYBOX_MCP_TOKEN": TOKEN},
-    )
+    process = start_app("inbox_app.py", service.url, conversation, call, "hold", stdin=True)
     return process, wait_for_line(process, "asked ").split()[1]
 
 
-def finish(process: subprocess.Popen[str], command: str) -> list[str]:
+def finish(process: Started, command: str) -> list[str]:
     """Send ``command`` to a holding worker; its remaining output lines."""
     out, err = process.communicate(command + "\n", timeout=120)
     assert process.returncode == 0, err
