@@ -26,6 +26,7 @@ from ipybox_core._http_limits import ListenerLimits, descriptor_budget_limits, p
 from ipybox_core._http_listener import HttpListener
 from ipybox_core.errors import ConfigError, IpyboxError
 from ipybox_core.mcp_server import _client_log, _execute, inbox
+from ipybox_core.mcp_server._events import resumable_http_app
 from ipybox_core.mcp_server._protocol_errors import SpecErrorsServer
 from ipybox_core.mcp_server._results import error_result, failure_result, text_result
 from ipybox_core.mcp_server._stdio import run_stdio
@@ -481,7 +482,7 @@ def http_app(
 ) -> ASGIApp:
     """The Streamable HTTP app: bearer authentication in front of the MCP endpoint, and each MCP
     session's kernel closed when the client ends the session. ``GET /healthz`` and ``/readyz``
-    (:mod:`.health`) answer without the token.
+    (:mod:`.health`) answer without the token. SSE responses can be resumed (:mod:`._events`).
 
     Without a token (``--no-auth``) there is DNS-rebinding protection instead, on every address:
     a request must name this server in ``Host`` (``host``, the address it is bound to, with
@@ -491,12 +492,12 @@ def http_app(
         ConfigError: no ``token`` and no ``port`` (the check needs the port the server listens on).
     """
     if token is not None:
-        authenticated = BearerAuth(_EndSessions(server.streamable_http_app(host=host), service), token)
+        authenticated = BearerAuth(_EndSessions(resumable_http_app(server, host=host), service), token)
         return HealthEndpoints(authenticated, service)  # a probe sends no token
     if port is None:
         raise ConfigError("http_app without a token needs the port it is served on (for the Host check)")
     allowed = allowed_hosts(host, port, scheme=scheme)
-    mcp_app = server.streamable_http_app(host=host, transport_security=allowed.transport_security())
+    mcp_app = resumable_http_app(server, host=host, transport_security=allowed.transport_security())
     return HostCheck(HealthEndpoints(_EndSessions(mcp_app, service), service), allowed)
 
 

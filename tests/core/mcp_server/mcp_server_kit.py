@@ -33,6 +33,17 @@ TEST_SERVER: dict[str, Any] = {
     "env": {"PYTHONUNBUFFERED": "1"},
 }
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+INITIALIZE_2025_11: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+"""An ``initialize`` request of protocol 2025-11-25, for tests that speak JSON-RPC by hand."""
 
 # Kernel-side code displaying a 3x2 red PNG (built with the stdlib only).
 DISPLAY_PNG = """\
