@@ -88,9 +88,12 @@ def _name(session: str) -> str:
     return legacy_name(f"named:{session}")
 
 
-@pytest.fixture(params=["as-is", "old-layout"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HttpIpybox]:
+@pytest.fixture(scope="module", params=["as-is", "old-layout"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpIpybox]:
+    """One server per layout for the module: each attack uses session keys of its own, and none
+    depends on what another left (an attacker may find more conversations, never fewer)."""
     require(shutil.which("bwrap") is not None, "bubblewrap is not installed")
+    tmp_path = tmp_path_factory.mktemp(str(request.param))
     sandbox = ["--sandbox"]
     program = IPYBOX
     if request.param == "old-layout":  # and the old single sandbox uid, shared by every kernel
