@@ -188,8 +188,10 @@ class ExecutionGone(ServiceError):
     """The execution a decision or resume was meant for no longer exists: it was answered, expired or
     reset, or the service restarted. Nothing ran twice; run the code again if it is still needed.
 
-    ``cause`` is ``"restarted"`` when the service restarted meanwhile (its kernels are new), else
-    ``None`` (not known).
+    ``cause`` is why, when known: ``"restarted"`` (the service restarted meanwhile: its kernels are
+    new), ``"cancelled"``, ``"expired"``, ``"answered"`` (by another client first), ``"timeout"`` or
+    ``"kernel_died"``, the message then in the model's words
+    (:meth:`~ipybox_core.executor.Executor.ended`); ``None``: not known.
     """
 
     def __init__(self, message: str = "", *, cause: str | None = None) -> None:
