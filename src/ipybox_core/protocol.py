@@ -23,7 +23,12 @@ Request ``_meta`` of ``tools/call execute_code``:
   ``InputRequiredResult`` carries ``ipybox.dev/check`` (the call, as approval data), answered with
   ``content`` ``{"allow": true}`` or ``{"refuse": "<reason>"}`` (anything else refuses). A round
   without the flag turns the checks off for the rest of the execution (a ``resume`` round leaves
-  them as they were); a check nobody answers in time is refused, never let through.
+  them as they were); a check nobody answers in time is refused, never let through;
+- ``ipybox.dev/questions``: ``true``: the client answers MCP servers' questions to their user
+  (elicitation) during the code's calls: each one is a round whose ``InputRequiredResult`` carries
+  the server's own form (or URL) and ``ipybox.dev/question`` (:func:`question_data`), answered
+  with the user's ``action`` and ``content`` (a decline or cancel may give ``content``
+  ``{"reason": ...}``, told to the code). Without the flag a question is declined at once.
 
 Input response ``content`` (next to ``action``): ``reason`` (a rejection's reason), ``arguments``
 (edited arguments of an accepted call) and ``cancel`` (``true``: stop the execution).
@@ -83,6 +88,7 @@ from ipybox_core.errors import (
     KernelDied,
     ServiceError,
 )
+from ipybox_core.mcp.elicitation import ElicitationRequest
 from ipybox_core.mcp.types import ToolAnnotations
 
 if TYPE_CHECKING:
@@ -110,6 +116,10 @@ BEFORE_CALL = PREFIX + "before_call"
 """``true`` on a round whose client checks each call of the code before the policy decides it."""
 CHECK = PREFIX + "check"
 """A round that asks the client's ``before_call`` check about one call of the code (approval data)."""
+QUESTIONS = PREFIX + "questions"
+"""``true`` on a round whose client answers MCP servers' questions (elicitation) in rounds."""
+QUESTION = PREFIX + "question"
+"""A round that relays an MCP server's question to the client (:func:`question_data`)."""
 TOOL_CALL = "tool_call"
 """The key of a decided call of the code in an ``ipybox.dev/output`` notification (beside the
 output's ``stream`` and ``text``)."""
@@ -378,6 +388,36 @@ def check_refusal(content: object) -> str | None:
         if content.get("allow") is True and refuse is None:
             return None
     return "the application's answer to the before-call check was neither allow nor refuse"
+
+
+def question_data(question: ElicitationRequest) -> dict[str, Any]:
+    """An MCP server's question (an :class:`~ipybox_core.mcp.elicitation.ElicitationRequest`) as
+    JSON data: ``server``, ``tool``, ``message``, ``schema`` and ``url``."""
+    return {
+        "server": question.server,
+        "tool": question.tool,
+        "message": question.message,
+        "schema": dict(question.schema),
+        "url": question.url,
+    }
+
+
+def question_from_data(data: object) -> ElicitationRequest:
+    """The question :func:`question_data` wrote.
+
+    Raises:
+        ServiceError: ``data`` is not a question.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("server"), str):
+        raise ServiceError(f"the service sent a question that is not one: {data!r}")
+    tool, url, schema = data.get("tool"), data.get("url"), data.get("schema")
+    return ElicitationRequest(
+        server=data["server"],
+        tool=tool if isinstance(tool, str) else None,
+        message=str(data.get("message") or ""),
+        schema=schema if isinstance(schema, Mapping) else {},
+        url=url if isinstance(url, str) else None,
+    )
 
 
 def tool_call_data(call: ToolCall, *, max_chars: int = TOOL_CALL_CHARS) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from mcp_types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     InputRequiredResult,
     TextContent,
 )
@@ -35,7 +36,7 @@ from ipybox_core.errors import (
 )
 from ipybox_core.hosttools._wire import call_data
 from ipybox_core.mcp_server import inbox
-from ipybox_core.mcp_server._host_calls import HandedCall, HandedCheck, HostCalls
+from ipybox_core.mcp_server._host_calls import HandedCall, HandedCheck, HandedQuestion, HostCalls
 from ipybox_core.mcp_server._output import OutputRelay
 from ipybox_core.mcp_server._parked import cancel_execution
 from ipybox_core.mcp_server._results import error_result, execution_result, failure_result
@@ -125,6 +126,7 @@ async def start(
         return error_result("busy", BUSY_MESSAGE)
     session.host_calls.watch(execution)
     _check_calls(service, meta, execution, session.host_calls)
+    session.host_calls.questions = _takes_questions(meta)
     call = ParkedCall(session.key, max_chars, caller.call, caller.client, host_calls=session.host_calls)
     result = await drive(service, approver, ctx, execution, call)
     if isinstance(result, CallToolResult) and (notice := session.take_restart_notice()) is not None:
@@ -162,10 +164,15 @@ async def _again(
     handed = parked.context.host_call
     if handed is None:
         return _ask(approver, parked.key, parked.request)
-    if isinstance(handed, HandedCheck) and not handed.settled:  # asked again: it has no effect
+    takes = _takes_questions(ctx.request_context.meta)
+    if parked.context.host_calls is not None:
+        parked.context.host_calls.questions = takes
+    if isinstance(handed, HandedQuestion) and not handed.settled and not takes:
+        handed.fail(ValueError("the application process that picked the call up does not take questions"))
+    if isinstance(handed, (HandedCheck, HandedQuestion)) and not handed.settled:  # asked again
         handed.hand_again(caller.client)
         return _ask_host(parked.key, handed)
-    if not handed.handed:
+    if not handed.handed and not handed.settled:
         handed.hand_to(caller.client)
         return _ask_host(parked.key, handed)
     if not handed.settled:
@@ -212,7 +219,11 @@ async def resume(
     )
     answer = answer_of(responses.get(parked.key))
     _check_calls(service, ctx.request_context.meta, parked.execution, parked.context.host_calls)
-    if answer.cancel:
+    if parked.context.host_calls is not None:
+        parked.context.host_calls.questions = _takes_questions(ctx.request_context.meta)
+    if isinstance(handed, HandedQuestion) and not (answer.cancel and answer.action == "cancel"):
+        handed.settle(responses.get(parked.key))  # the user's answer to an MCP server's question
+    elif answer.cancel:
         service.record_ended(parked.context, ExecutionCancelled(answer.reason or "cancelled by the client"))
         await cancel_execution(
             parked.execution, answer.reason or "cancelled by the client", caller.decided_by
@@ -240,13 +251,17 @@ async def drive(
     output goes to the client as it is printed (:class:`OutputRelay`). Without ``ctx`` (an
     execution the approvals inbox continued, no request to answer) every question is parked."""
     from ipybox_core.executor import ExecutionResult, OutputChunk, ToolCall  # loaded with the executor
+    from ipybox_core.mcp.elicitation import ElicitationRequest
 
     relay = OutputRelay(ctx, limit=call.max_chars)
+    questions = call.host_calls is not None and call.host_calls.questions  # else declined (moving on)
     try:
         async for event in _stops(execution, call.host_calls):
-            if isinstance(event, HandedCall):  # an agent tool (the client runs it) or a check
+            if isinstance(event, ElicitationRequest) and questions:
+                event = HandedQuestion.of(event, service.settings.approval_timeout)  # the client answers
+            if isinstance(event, HandedCall):  # an agent tool (the client runs it), a check, a question
                 state = secrets.token_urlsafe(16)
-                what = "checked" if isinstance(event, HandedCheck) else "ran"
+                what = {HandedCheck: "checked", HandedQuestion: "answered"}.get(type(event), "ran")
                 reason = f"nobody {what} the code's call of {event.question.tool!r} in time"
                 context = dataclasses.replace(call, host_call=event)
                 service.parked.park(state, execution, None, context, reason=reason)
@@ -317,6 +332,20 @@ def _handed(service: IpyboxService, result: Round, caller: Caller) -> Round:
 def _ask_host(state: str, handed: HandedCall) -> InputRequiredResult:
     """The round that hands the agent tool call ``handed`` to the client (or, for a
     :class:`HandedCheck`, asks the client's before-call check about the call)."""
+    if isinstance(handed, HandedQuestion):  # the server's own form (or URL), relayed
+        question = handed.elicitation
+        params: ElicitRequestFormParams | ElicitRequestURLParams = (
+            ElicitRequestFormParams(message=question.message, requested_schema=dict(question.schema))
+            if question.url is None
+            else ElicitRequestURLParams(
+                message=question.message, url=question.url, elicitation_id=handed.question.id
+            )
+        )
+        return InputRequiredResult(
+            input_requests={state: ElicitRequest(params=params)},
+            request_state=state,
+            _meta={protocol.QUESTION: protocol.question_data(question)},
+        )
     if isinstance(handed, HandedCheck):
         message = f"May the code call {handed.request.name} now? Answer allow, or refuse with a reason."
         schema, meta = CHECK_SCHEMA, {protocol.CHECK: protocol.approval_data(handed.request)}
@@ -346,6 +375,11 @@ def _check_calls(service: IpyboxService, meta: Any, execution: Execution, calls:
     if calls is not None:
         on = protocol.meta_value(meta, protocol.BEFORE_CALL) is True
         calls.check_calls(execution, on, wait_for=service.settings.approval_timeout)
+
+
+def _takes_questions(meta: Any) -> bool:
+    """Whether the client of this round answers MCP servers' questions (``ipybox.dev/questions``)."""
+    return protocol.meta_value(meta, protocol.QUESTIONS) is True
 
 
 def _content(response: object) -> object:

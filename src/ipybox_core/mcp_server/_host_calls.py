@@ -13,6 +13,12 @@ run), never a second run. A call nobody takes waits as long as an approval would
 A client whose execution checks each call before the policy decides it (``ipybox.dev/before_call``)
 is asked the same way: the call waits here as a :class:`HandedCheck` until the client's answer
 (``ipybox.dev/check``) lets it on or refuses it; one not answered in time is refused.
+
+An MCP server's question to its user during a call of the code (an ``ElicitationRequest`` event
+of the execution) goes to a client that takes questions (``ipybox.dev/questions``) the same way, as
+a :class:`HandedQuestion` (``ipybox.dev/question``): a reattach is asked it again, the first answer
+counts, and one a process took and never answered is declined after the approval timeout and
+:data:`GRACE`.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import dataclasses
 import json
 import secrets
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +37,7 @@ from ipybox_core import protocol
 from ipybox_core.errors import ExecutionCancelled, McpTimeout, ToolError
 from ipybox_core.hosttools import HOST_SERVER, HostCall
 from ipybox_core.hosttools._wire import CallQuestion, outcome_value, tools_from_data
+from ipybox_core.mcp.elicitation import ElicitationAnswer, ElicitationContentError, ElicitationRequest
 
 if TYPE_CHECKING:
     from ipybox_core.approval import ApprovalRequest
@@ -67,6 +75,13 @@ class HandedCall:
         limit = self.question.timeout
         if limit is not None and not self.settled:
             self.timer = asyncio.get_running_loop().call_later(limit + GRACE, self._expire, limit)
+
+    def hand_again(self, client: str | None) -> None:
+        """Hand it to ``client`` (a reattach), with a fresh bound to answer it: for a check or a
+        question, which only the first answer settles."""
+        self._stop_timer()
+        self.handed = False
+        self.hand_to(client)
 
     def settle(self, answer: object) -> None:
         """Hand the application's ``answer`` (the outcome's text) to the code."""
@@ -113,12 +128,6 @@ class HandedCheck(HandedCall):
 
     request: ApprovalRequest = field(kw_only=True)
 
-    def hand_again(self, client: str | None) -> None:
-        """Hand the check to ``client`` (a reattach), with a fresh bound to answer it."""
-        self._stop_timer()
-        self.handed = False
-        self.hand_to(client)
-
     def settle(self, answer: object) -> None:
         """The client's answer (the response's ``content``): allow or refuse."""
         if not self.settled:
@@ -128,6 +137,73 @@ class HandedCheck(HandedCall):
     def _expire(self, limit: float) -> None:
         who = f" ({self.taker})" if self.taker else ""
         self.settle({"refuse": not_checked(self.question.tool, f"within {limit + GRACE:g} s{who}")})
+
+
+@dataclass(eq=False)
+class HandedQuestion(HandedCall):
+    """An MCP server's question during a call of the code, relayed to the client
+    (``ipybox.dev/question``); the first answer counts, and one not given within the question's
+    timeout (the approval timeout) and :data:`GRACE` of being handed out is declined, so the
+    server's call (and the code) goes on."""
+
+    elicitation: ElicitationRequest = field(kw_only=True)
+
+    @classmethod
+    def of(cls, elicitation: ElicitationRequest, wait_for: float) -> HandedQuestion:
+        """The question ``elicitation``, answered within ``wait_for`` seconds of being handed out."""
+        what = elicitation.tool or elicitation.server
+        question = CallQuestion(secrets.token_urlsafe(12), what, {}, wait_for)
+        handed = cls(question, asyncio.get_running_loop().create_future(), elicitation=elicitation)
+        elicitation.add_done_callback(lambda _: handed._stop_timer())
+        return handed
+
+    @property
+    def settled(self) -> bool:
+        """True once the question is answered (by the client, or declined on its behalf)."""
+        return not self.elicitation.pending
+
+    def settle(self, answer: object) -> None:
+        """The client's input response (an ``ElicitResult`` or its dict form): its ``action`` and
+        ``content`` answer the question; content that breaks the form declines it, saying why."""
+        if self.settled:
+            return
+        action, content = _field(answer, "action"), _field(answer, "content")
+        fields = dict(content) if isinstance(content, Mapping) else {}
+        if action == "accept":
+            try:
+                self.elicitation.respond(ElicitationAnswer.accept(fields))
+            except ElicitationContentError as error:
+                self.fail(ValueError(f"the application's answer does not fit the form: {error}"))
+            return
+        reason = fields.get("reason")
+        self.elicitation.respond(
+            ElicitationAnswer(
+                "cancel" if action == "cancel" else "decline",
+                reason=reason if isinstance(reason, str) and reason else None,
+            )
+        )
+
+    def fail(self, error: BaseException) -> None:
+        """Decline the question on the user's behalf (``error`` says why, to the code)."""
+        self.elicitation.decline_unanswered(str(error))
+        self._stop_timer()
+
+    def withdraw(self) -> None:
+        self._stop_timer()
+
+    def _expire(self, limit: float) -> None:
+        who = f" ({self.taker})" if self.taker else ""
+        self.fail(
+            TimeoutError(
+                f"nobody answered within {limit + GRACE:g} s: the application process that took the "
+                f"question{who} did not come back with the answer"
+            )
+        )
+
+
+def _field(response: object, name: str) -> object:
+    """``name`` of an input response (an :class:`ElicitResult` or its dict form)."""
+    return response.get(name) if isinstance(response, Mapping) else getattr(response, name, None)
 
 
 def not_checked(name: str, why: str) -> str:
@@ -148,6 +224,8 @@ class HostCalls:
         self._open: set[HandedCall] = set()
         self._arrived = asyncio.Event()
         self._check_wait = 0.0
+        self.questions = False
+        """Whether the client of the latest round answers MCP servers' questions (in rounds)."""
 
     async def serve(self, executor: CodeExecutor, data: object, *, wait_for: float) -> None:
         """Give ``executor``'s kernel the tools ``data`` defines (unchanged ones: nothing to do); a

@@ -150,13 +150,15 @@ class ServiceConnection:
         rules: ApprovalRules | None = None,
         host_tools: list[dict[str, Any]] | None = None,
         before_call: bool = False,
+        questions: bool = False,
     ) -> Round:
         """One ``tools/call execute_code`` round for ``session``; ``on_output(stream, text)`` gets
         the code's output as it is printed, all of it before this returns; ``rules`` narrow the
         service's approval rules for this call; ``host_tools`` are the definitions of the agent
         tools its code can call; ``on_tool_call(data)`` gets each decided call of the code, in
         order with the output (``ipybox.dev/output``); ``before_call``: the service asks this
-        client about each call of the code before its policy decides it (``ipybox.dev/check``)."""
+        client about each call of the code before its policy decides it (``ipybox.dev/check``);
+        ``questions``: MCP servers' questions come to this client (``ipybox.dev/question``)."""
         meta: dict[str, Any] = {protocol.SESSION: session, protocol.CLIENT: self.client_name}
         if call is not None:
             meta[protocol.CALL] = call
@@ -168,6 +170,8 @@ class ServiceConnection:
             meta[protocol.HOST_TOOLS] = host_tools
         if before_call:
             meta[protocol.BEFORE_CALL] = True
+        if questions:
+            meta[protocol.QUESTIONS] = True
         output = _Output(on_output, on_tool_call) if on_output is not None else None
         if output is not None:
             meta[protocol.OUTPUT] = True

@@ -21,6 +21,7 @@ from ipybox_core.executor.execution import Emit
 from ipybox_core.executor.executor import run_to_end
 from ipybox_core.hosttools import HostTool
 from ipybox_core.hosttools._wire import call_from_data
+from ipybox_core.mcp.elicitation import ElicitationRequest
 from ipybox_core.protocol import MOVED_ON
 from ipybox_core.remote._connection import OnOutput, OnToolCall, Round, ServiceConnection
 from ipybox_core.remote._host_tools import RemoteHostTools, joined_reference
@@ -110,6 +111,7 @@ class RemoteExecutor:
                 rules=self.approval_rules,
                 host_tools=host_tools,
                 before_call=rounds.checking,
+                questions=True,
             )
 
         return self._execution(first, arguments, call_id)
@@ -136,7 +138,9 @@ class RemoteExecutor:
             active.resurface()
             return active
         arguments: dict[str, Any] = {"code": ""}
-        first = await self._connection.execute(self.session, arguments=arguments, call=call_id, resume=True)
+        first = await self._connection.execute(
+            self.session, arguments=arguments, call=call_id, resume=True, questions=True
+        )
         if _error_kind(first) == "gone":
             self._gone.record(call_id, _gone_error(first))  # why: for ended()
             return None
@@ -279,6 +283,15 @@ class RemoteExecutor:
                 answered = ElicitResult(action="accept", content={"outcome": outcome})
                 reply = await self._answer(emit, rounds, key, state, answered)
                 continue
+            asked = protocol.meta_value(reply.meta, protocol.QUESTION)
+            if asked is not None:  # an MCP server's question: an event of this execution
+                rounds.running = (key, state)
+                answered = await _answer_of(protocol.question_from_data(asked), emit)
+                if cancelled.is_set():
+                    await asyncio.Event().wait()  # the driver stops the execution instead of answering
+                rounds.running = None
+                reply = await self._answer(emit, rounds, key, state, answered)
+                continue
             checked = protocol.meta_value(reply.meta, protocol.CHECK)
             if checked is not None:  # the service asks this execution's before_call about a call
                 request = rounds.ask(protocol.approval_from_data(checked))
@@ -323,6 +336,7 @@ class RemoteExecutor:
             on_output=_chunks(emit),
             on_tool_call=self._calls(emit, rounds),
             before_call=rounds.checking,
+            questions=True,
         )
 
     def _calls(self, emit: Emit, rounds: _Rounds) -> OnToolCall:
@@ -400,6 +414,17 @@ class _Rounds:
         elsewhere, or ended)."""
         for request in self.asked.values():
             request.finish(None)
+
+
+async def _answer_of(question: ElicitationRequest, emit: Emit) -> ElicitResult:
+    """The answer to an MCP server's ``question``, emitted as an event of the execution: as it
+    is answered there (one left open is declined by the execution's rules, with their reason)."""
+    question._stream()
+    emit(question)
+    answer = await question._wait()
+    if answer.action == "accept":
+        return ElicitResult(action="accept", content=dict(answer.content))
+    return ElicitResult(action=answer.action, content={"reason": answer.reason} if answer.reason else None)
 
 
 def _chunks(emit: Emit) -> OnOutput:
