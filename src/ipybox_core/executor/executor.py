@@ -234,7 +234,7 @@ class CodeExecutor:
             environ=mcp_env,
             authorize=mcp_authorize,
             token_store=mcp_token_store,
-            elicit=mcp_elicit if mcp_elicit is not None else self._ask_in_execution,
+            elicit=mcp_elicit if mcp_elicit is not None else self.ask_in_execution,
             sample=mcp_sample,
             roots=[Path(root) for root in mcp_roots] if mcp_roots is not None else [self.workspace],
         )
@@ -818,8 +818,9 @@ class CodeExecutor:
             omitted_chars=output.omitted_chars,
         )
 
-    async def _ask_in_execution(self, question: ElicitationRequest) -> ElicitationAnswer:
-        """An MCP server's question without ``mcp_elicit``: an event of the running execution."""
+    async def ask_in_execution(self, question: ElicitationRequest) -> ElicitationAnswer:
+        """Ask the running execution's reader ``question`` (an :class:`ElicitationRequest` event of it,
+        as for an MCP server's question without ``mcp_elicit``); declined when nothing runs."""
         ask = self._asking
         if ask is None:
             return ElicitationAnswer("decline", reason=NO_EXECUTION)

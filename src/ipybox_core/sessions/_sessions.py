@@ -224,7 +224,7 @@ class _Router:
         )
         redirect: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._redirects[state] = _Redirect(redirect, question)
-        asking = asyncio.ensure_future(self.executor._ask_in_execution(question))
+        asking = asyncio.ensure_future(self.executor.ask_in_execution(question))
         try:
             either: set[asyncio.Future[Any]] = {redirect, asking}
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
@@ -247,7 +247,7 @@ class _Router:
             return await self._elicit(question)
         if self.executor is None:
             return ElicitationAnswer("decline", reason=NOBODY_CALLING)
-        return await self.executor._ask_in_execution(question)
+        return await self.executor.ask_in_execution(question)
 
 
 class Sessions:
