@@ -213,7 +213,7 @@ def test_agent_tool_definitions_that_are_not_get_a_clear_error(service: Service,
                 host_tools=[{"name": ""}, {"name": "ok", "timeout": -1}],  # type: ignore[list-item]
             )
         finally:
-            await connection.close()
+            await connection.aclose()
         return "\n".join(getattr(block, "text", "") for block in reply.content)  # type: ignore[union-attr]
 
     text = asyncio.run(main())
