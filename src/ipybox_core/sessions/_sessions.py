@@ -435,8 +435,8 @@ class Sessions:
             if session._timer is not None:
                 session._timer.cancel()
         await asyncio.gather(
-            *(session.executor.close() for session in live),
-            *(executor.close() for executor in ready),
+            *(session.executor.aclose() for session in live),
+            *(executor.aclose() for executor in ready),
             *self._closing,
             return_exceptions=True,
         )
@@ -601,12 +601,12 @@ class Sessions:
         except BaseException:
             self._pending -= 1
             if executor is not None:
-                await asyncio.shield(executor.close())
+                await asyncio.shield(executor.aclose())
                 await asyncio.shield(asyncio.to_thread(self._remove_warm, executor.workspace))
             raise
         self._pending -= 1
         if self._state != "running":  # closed meanwhile
-            await executor.close()
+            await executor.aclose()
             self._check_running()
         reason = self._ended.pop(key, None)
         if reason is None and left_by_earlier_process:
@@ -641,7 +641,7 @@ class Sessions:
         if session._timer is not None:
             session._timer.cancel()
         self._remember_end(key, reason)
-        task = asyncio.ensure_future(session.executor.close())
+        task = asyncio.ensure_future(session.executor.aclose())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
         await asyncio.shield(task)
@@ -713,7 +713,7 @@ class Sessions:
         if self._state in ("running", "starting"):
             self._ready.append(executor)
         else:
-            await executor.close()
+            await executor.aclose()
             await asyncio.to_thread(self._remove_warm, executor.workspace)
 
     async def _new_executor(self) -> CodeExecutor:
@@ -750,7 +750,7 @@ class Sessions:
             if executor.host_tools != self._options["host_tools"]:  # replaced while it started
                 await executor.register_host_tools(self._options["host_tools"])
         except BaseException:
-            await executor.close()
+            await executor.aclose()
             await asyncio.shield(asyncio.to_thread(self._remove_warm, workspace))
             raise
         return executor
