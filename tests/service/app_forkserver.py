@@ -18,6 +18,7 @@ interpreter would after its imports, without paying for them: a framework import
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import os
@@ -82,6 +83,9 @@ def serve(channel: socket.socket) -> tuple[ModuleType, dict[str, Any]] | None:
             for fd in fds:
                 os.close(fd)
             continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        gc.freeze()  # the imports' objects: a child's collections skip them and leave their pages shared
         pid = os.fork()
         if pid == 0:
             signal.set_wakeup_fd(-1)
