@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 from pydantic_ai import (
     ApprovalRequired,
     BinaryContent,
+    CallDeferred,
     CallToolsNode,
     ModelRetry,
     RunContext,
@@ -74,6 +76,15 @@ from ipybox_integrations.pydantic_ai._agent_tools import (
 )
 from ipybox_integrations.pydantic_ai._deferred_events import emit
 from ipybox_integrations.pydantic_ai._nested import dispatch_held_call
+from ipybox_integrations.pydantic_ai._questions import (
+    ANSWER,
+    MAX_REFUSED,
+    ask_inline,
+    found_asking,
+    give,
+    question_call,
+    question_metadata,
+)
 from ipybox_integrations.pydantic_ai._usage import CodeCalls, not_a_tool_call
 from ipybox_integrations.pydantic_ai.approvals import (
     DEFAULT_REJECT_REASON,
@@ -90,7 +101,7 @@ DENIED_REASON = "the user denied this execute_code call"
 FAILED_RUN_REASON = "the agent run that asked for this approval failed"
 NOT_ASKED = (
     "PydanticAI's CodeAction does not put MCP servers' questions to the user "
-    "(the application answers them with CodeExecutor(mcp_elicit=...))"
+    "(CodeAction(elicitation=True) does, or the application answers them with CodeExecutor(mcp_elicit=...))"
 )
 """Why an MCP server's question during a call of the code is declined (told to the code on its stderr)."""
 
@@ -114,6 +125,10 @@ class CallRef:
     """The code's tool calls, counted and limited in this run."""
 
 
+UNANSWERED_QUESTION_NOTE = (
+    "an answer was ignored: this request is an MCP server's question, answered in "
+    "DeferredToolResults.calls (the form's values)"
+)
 IGNORED_ANSWER_NOTE = (
     "an answer was ignored: it was given for another held call (its approval_id is not this request's)"
 )
@@ -133,8 +148,11 @@ class CodeRunner:
         timeout: float | None,
         abandon_after: float | None,
         agent_tools: AgentTools | None = None,
+        elicitation: bool = False,
     ) -> None:
         self.conversations = conversations
+        self.elicitation = elicitation
+        """An MCP server's question is a deferred question (else it is declined, :data:`NOT_ASKED`)."""
         self.agent_tools = agent_tools
         """The agent's own tools the code calls (``from agent_tools import ...``), if any."""
         self.tool_name = tool_name
@@ -168,12 +186,12 @@ class CodeRunner:
         executor = session.executor
         notes = self._notes.take(conversation, session)
         parked = self.waiting.resumed(conversation, call_id)
-        request: ApprovalRequest | None = None
+        request: ApprovalRequest | ElicitationRequest | None = None
         # A deferred answer (or a history replayed without one) for a call that waits in its
         # executor, left there by this or any other instance; a busy executor may hold it too.
         found = None
         if ctx.tool_call_approved or parked or executor.busy:
-            found = await _reattached(executor, call_id)
+            found = await _reattached(executor, call_id, questions=self.elicitation)
         if isinstance(found, str):  # it ended while it waited: why
             return with_notes(notes, found)
         if found is not None:
@@ -195,10 +213,12 @@ class CodeRunner:
         if self.agent_tools is not None:  # the agent tools this execution's code calls run in this run
             self.agent_tools.bind(executor, ctx)
         try:
-            if request is not None and request.pending:
+            if isinstance(request, ElicitationRequest):
+                await self._answer_question(ctx, ref, execution, request)
+            elif request is not None and request.pending:
                 await self._answer_deferred(ctx, ref, executor, execution, request)
             return _noted(notes, await self._drive(ctx, ref, executor, execution))
-        except ApprovalRequired:
+        except (ApprovalRequired, CallDeferred):
             self._notes.put_back(conversation, notes)
             raise
         except BaseException:
@@ -218,7 +238,10 @@ class CodeRunner:
                 elif isinstance(event, ToolCall):
                     ref.calls.finished(event)
                 elif isinstance(event, ElicitationRequest):
-                    event.decline_unanswered(NOT_ASKED)
+                    if self.elicitation:
+                        await self._ask(ctx, ref, execution, event)
+                    else:
+                        event.decline_unanswered(NOT_ASKED)
                 elif isinstance(event, ExecutionResult):
                     return tool_return(event)
         except EXECUTION_FAILURES as error:
@@ -262,7 +285,11 @@ class CodeRunner:
         answer = ctx.tool_call_metadata if ctx.tool_call_approved else None
         # A PydanticAI answer (translated by answer_natively) decides the call the history waits
         # on; one approval_results built is bound to its held call by the approval_id.
-        valid = isinstance(answer, dict) and answer.get("approval_id", request.id) == request.id
+        valid = (
+            isinstance(answer, dict)
+            and ANSWER not in answer  # an answer to a question, not to this held call
+            and answer.get("approval_id", request.id) == request.id
+        )
         decision = answer.get("decision", "approve") if isinstance(answer, dict) else None
         if not valid or decision not in ("approve", "reject"):
             if ctx.tool_call_approved:
@@ -299,7 +326,13 @@ class CodeRunner:
         description = executor.tool_description(request.server, request.tool) or approval_description(request)
         try:
             denied = await dispatch_held_call(
-                ctx, request, call, metadata, description=description, approved=approved
+                ctx,
+                request,
+                call,
+                metadata,
+                description=description,
+                approved=approved,
+                outcome=not self.elicitation,  # the result may wait on a question of the execution
             )
         except _REJECTING_ERRORS as error:
             return error_text(error)
@@ -317,6 +350,47 @@ class CodeRunner:
         await emit(
             ctx, ApprovalDecided(approval_id=request.id, name=request.name, approved=approved, reason=reason)
         )
+
+    # --- an MCP server's questions ---------------------------------------------------------
+
+    async def _ask(
+        self, ctx: RunContext[Any], ref: CallRef, execution: Execution, question: ElicitationRequest
+    ) -> None:
+        """Put ``question`` to the run's handlers until one answers it, or park the execution and
+        defer it (``CallDeferred(kind="question")``); an answer the form refuses asks again."""
+        error: str | None = None
+        for _ in range(MAX_REFUSED):
+            metadata = question_metadata(question, ref.call_id, error)
+            call = question_call(f"{ref.call_id}__q{uuid.uuid4().hex[:12]}", metadata)
+            try:
+                answer = await ask_inline(ctx, call, metadata)
+            except CallDeferred:
+                self._park(ref, execution, question)
+                raise CallDeferred(metadata=metadata, kind="question") from None
+            except _REJECTING_ERRORS as failed:  # the handler failed the question: the server is told no
+                question.decline_unanswered(error_text(failed))
+                return
+            error = await give(question, answer)
+            if error is None:
+                return
+        question.decline_unanswered(f"the answer was refused {MAX_REFUSED} times, last: {error}")
+
+    async def _answer_question(
+        self, ctx: RunContext[Any], ref: CallRef, execution: Execution, question: ElicitationRequest
+    ) -> None:
+        """Give the ``DeferredToolResults`` answer to the parked ``question``, or ask again."""
+        metadata = ctx.tool_call_metadata if ctx.tool_call_approved else None
+        error: str | None = None
+        if isinstance(metadata, dict) and ANSWER in metadata:
+            error = await give(question, metadata[ANSWER])
+            if error is None:
+                return
+        asked = question_metadata(question, ref.call_id, error)
+        if ctx.tool_call_approved and error is None:  # an approval's answer, for a question
+            logger.warning("ipybox: %s (execute_code call %s)", UNANSWERED_QUESTION_NOTE, ref.call_id)
+            asked["note"] = UNANSWERED_QUESTION_NOTE
+        self._park(ref, execution, question)
+        raise CallDeferred(metadata=asked, kind="question")
 
     # --- the agent's own tools -------------------------------------------------------------
 
@@ -378,7 +452,9 @@ class CodeRunner:
 
     # --- parking ----------------------------------------------------------------------------
 
-    def _park(self, ref: CallRef, execution: Execution, request: ApprovalRequest) -> None:
+    def _park(
+        self, ref: CallRef, execution: Execution, request: ApprovalRequest | ElicitationRequest
+    ) -> None:
         """Leave ``execution`` waiting in its executor for the deferred answer."""
         self.waiting.left(ref.conversation, ref.call_id, run=ref.run_id)
 
@@ -419,6 +495,11 @@ class CodeRunner:
         for call in node.model_response.tool_calls:
             result = results.get(call.tool_call_id)
             answer = metadata.get(call.tool_call_id)
+            if call.tool_name == self.tool_name and isinstance(result, ToolReturn):
+                # An answer in DeferredToolResults.calls: the question's (see _answer_question).
+                results[call.tool_call_id] = ToolApproved()
+                metadata[call.tool_call_id] = {**(answer or {}), ANSWER: result.return_value}
+                continue
             if call.tool_name != self.tool_name or not isinstance(result, (ToolApproved, ToolDenied)):
                 continue
             if isinstance(result, ToolDenied) and (answer or {}).get("decision") == "abort":
@@ -536,12 +617,12 @@ def tool_return(result: ExecutionResult) -> ToolReturn:
 
 
 async def _reattached(
-    executor: Executor, call_id: str
-) -> tuple[Execution, ApprovalRequest | ExecutionResult] | str | None:
+    executor: Executor, call_id: str, *, questions: bool = False
+) -> tuple[Execution, ApprovalRequest | ElicitationRequest | ExecutionResult] | str | None:
     """The execution of ``call_id`` and where it stands, when this or another instance (over a
     service: process) left it waiting; the model's words for its cause when it ended meanwhile."""
     try:
-        return await found_again(executor, call_id)
+        return await (found_asking(executor, call_id) if questions else found_again(executor, call_id))
     except (ExecutionGone, *EXECUTION_FAILURES) as error:
         return ended_text(error)
     except ServiceError as error:

@@ -29,10 +29,18 @@ _ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema
 class HeldCallToolset(AbstractToolset[Any]):
     """The held call as the only tool of a toolset; running the tool approves the call."""
 
-    def __init__(self, request: ApprovalRequest, tool_def: ToolDefinition, metadata: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        tool_def: ToolDefinition,
+        metadata: dict[str, Any],
+        *,
+        outcome: bool = True,
+    ) -> None:
         self.request = request
         self.tool_def = tool_def
         self.metadata = metadata
+        self.outcome = outcome
 
     @property
     def id(self) -> str:
@@ -62,7 +70,7 @@ class HeldCallToolset(AbstractToolset[Any]):
             await self.request.accept(arguments=edited)
         # The span and the tool result of this call are what the MCP tool returned, as for a
         # native tool (where the outcome is not reported: that it was sent).
-        outcome = await self.request.outcome()
+        outcome = await self.request.outcome() if self.outcome else None
         if outcome is None:
             return UNREPORTED
         return outcome_value(outcome) if outcome.ok else outcome_error(outcome)
@@ -76,10 +84,13 @@ async def dispatch_held_call(
     *,
     description: str,
     approved: bool = False,
+    outcome: bool = True,
 ) -> ToolDenied | None:
     """Put ``call`` through the run's approval machinery; ``ToolDenied`` if a handler denied it.
 
-    Returns ``None`` once the call was let through. Raises ``ApprovalRequired`` when nothing
+    Returns ``None`` once the call was let through. ``outcome=False``: the nested call's result is
+    that the call was sent, not the MCP tool's result (waiting for it would block the execution's
+    next event, e.g. the server's question that the result waits on). Raises ``ApprovalRequired`` when nothing
     resolved it (the caller defers), and whatever handlers or hooks raise.
     """
     tool_def = ToolDefinition(
@@ -88,10 +99,10 @@ async def dispatch_held_call(
         parameters_json_schema={"type": "object", "additionalProperties": True},
         metadata={"ipybox": metadata},
     )
-    toolset = HeldCallToolset(request, tool_def, metadata)
+    toolset = HeldCallToolset(request, tool_def, metadata, outcome=outcome)
     root = ctx.tool_manager.root_capability if ctx.tool_manager is not None else ctx.root_capability
     manager = ToolManager(toolset=toolset, root_capability=root, ctx=ctx, tools=await toolset.get_tools(ctx))
-    outcome = await manager.handle_call(
+    handled = await manager.handle_call(
         call, approved=approved, wrap_validation_errors=False, **announcing(ctx, root)
     )
-    return outcome if isinstance(outcome, ToolDenied) else None
+    return handled if isinstance(handled, ToolDenied) else None

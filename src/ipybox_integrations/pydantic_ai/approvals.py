@@ -206,18 +206,28 @@ def _add_answer(results: DeferredToolResults, approval: PendingApproval, decisio
 
 
 def named_requests(requests: DeferredToolRequests) -> DeferredToolRequests:
-    """``requests`` with each deferred ipybox approval named after the MCP call it holds.
+    """``requests`` with each deferred ipybox approval named after the MCP call it holds, and each
+    deferred question after the MCP tool that asks it.
 
     The id stays the ``execute_code`` call's (the one PydanticAI resumes); the tool name and
-    arguments become the MCP tool's, so ``requests.approvals`` reads as the call to decide.
+    arguments become the MCP tool's, so ``requests.approvals`` reads as the call to decide (and
+    ``requests.calls`` as the question, its arguments the message and the form).
     """
+    from ipybox_integrations.pydantic_ai._questions import is_question, question_call  # (a cycle)
+
     approvals = []
     for call in requests.approvals:
         metadata = requests.metadata.get(call.tool_call_id) or {}
         if metadata.get("source") == SOURCE and call.tool_call_id != metadata.get("nested_tool_call_id"):
             call = ToolCallPart(metadata["tool"], dict(metadata["args"]), tool_call_id=call.tool_call_id)
         approvals.append(call)
-    return dataclasses.replace(requests, approvals=approvals)
+    calls = [
+        question_call(call.tool_call_id, asked)
+        if is_question(asked := requests.metadata.get(call.tool_call_id))
+        else call
+        for call in requests.calls
+    ]
+    return dataclasses.replace(requests, approvals=approvals, calls=calls)
 
 
 def deferred_answer(result: object, answer: Mapping[str, Any] | None) -> dict[str, Any]:

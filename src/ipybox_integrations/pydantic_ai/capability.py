@@ -70,6 +70,15 @@ class CodeAction(AbstractCapability[AgentDepsT]):
     nothing runs at once; ``ModelRetry`` or any error reaches the code as ``ToolError`` with its
     message (not counted against the tool's retries). Over ``RemoteSessions`` a call runs in the
     worker process whose run drives the execution at that moment.
+
+    ``elicitation=True``: an MCP server's question during a call of the code (an executor without
+    ``mcp_elicit``) is a PydanticAI question, ``CallDeferred(kind="question")``, named after the MCP
+    tool that asks, the question (server, message, ``schema`` or ``url``) under
+    ``metadata[id]["elicitation"]``. A handler capability answers it inline, or the run ends with it
+    in ``DeferredToolRequests.calls`` while the kernel waits; either way the answer goes in
+    ``DeferredToolResults.calls``: the form's values (a dict) accept, ``{"action": "decline"}`` /
+    ``{"action": "cancel"}`` say no. Content the form's schema refuses asks again, with ``error``.
+    Off (the default), the question is declined and the code's stderr says why.
     """
 
     def __init__(
@@ -85,6 +94,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
         reference_max_chars: int | None = None,
         id: str | None = None,
         agent_tools: AgentToolSelection = None,
+        elicitation: bool = False,
         **executor_options: Any,
     ) -> None:
         if executor is not None and (
@@ -118,6 +128,7 @@ class CodeAction(AbstractCapability[AgentDepsT]):
             timeout=timeout,
             abandon_after=abandon_after,
             agent_tools=self._agent_tools,
+            elicitation=elicitation,
         )
         self._start_lock = asyncio.Lock()
         self._started = self._owned is None
