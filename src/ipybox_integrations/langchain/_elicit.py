@@ -16,31 +16,13 @@ from typing import Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from ipybox_core.mcp.elicitation import ElicitationContentError, ElicitationError, ElicitationRequest
+from ipybox_integrations._questions import asked_question
 
 NOT_ASKED = (
     "this agent's application does not put MCP servers' questions to its user "
     "(CodeActionMiddleware(elicitation=True) in a graph with a checkpointer does)"
 )
 """Why a question is declined when the tool does not ask (told to the code on its stderr)."""
-
-
-class ElicitationQuestion(TypedDict):
-    """What an MCP server asks during a call of the code (the value of an ``elicitation`` interrupt)."""
-
-    tool_call_id: str
-    """The ``execute_code`` call whose code made the MCP call."""
-    server: str
-    """The MCP server's name (its key in ``mcpServers``)."""
-    tool: str | None
-    """The tool whose call asked (``None`` when several calls of the server were running)."""
-    message: str
-    """What the server says to the user."""
-    schema: NotRequired[dict[str, Any]]
-    """A form: the JSON schema the content must match (an object of primitive properties)."""
-    url: NotRequired[str]
-    """URL mode: the page the user is asked to open (accepting says only that they agreed)."""
-    error: NotRequired[str]
-    """Why the last answer's content was refused (the question is asked again)."""
 
 
 class ElicitationResponse(TypedDict):
@@ -53,16 +35,7 @@ class ElicitationResponse(TypedDict):
 
 def question_value(question: ElicitationRequest, call_id: str, error: str | None = None) -> dict[str, Any]:
     """The interrupt value that puts ``question`` to the user."""
-    asked = ElicitationQuestion(
-        tool_call_id=call_id, server=question.server, tool=question.tool, message=question.message
-    )
-    if question.url is not None:
-        asked["url"] = question.url
-    else:
-        asked["schema"] = dict(question.schema)
-    if error is not None:
-        asked["error"] = error
-    return {"elicitation": asked}
+    return {"elicitation": asked_question(question, call_id, error)}
 
 
 def asks_question(shown: object, question: ElicitationRequest) -> bool:

@@ -33,6 +33,7 @@ from ipybox_core.mcp.elicitation import (
     ElicitationError,
     ElicitationRequest,
 )
+from ipybox_integrations._questions import asked_question
 from ipybox_integrations.pydantic_ai._deferred_events import announcing
 from ipybox_integrations.pydantic_ai.approvals import SOURCE
 
@@ -53,19 +54,7 @@ _ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema
 
 def question_metadata(question: ElicitationRequest, call_id: str, error: str | None = None) -> dict[str, Any]:
     """The metadata of the deferred question (JSON-serialisable)."""
-    asked: dict[str, Any] = {
-        "tool_call_id": call_id,
-        "server": question.server,
-        "tool": question.tool,
-        "message": question.message,
-    }
-    if question.url is not None:
-        asked["url"] = question.url
-    else:
-        asked["schema"] = dict(question.schema)
-    if error is not None:
-        asked["error"] = error
-    return {"source": SOURCE, QUESTION: asked}
+    return {"source": SOURCE, QUESTION: dict(asked_question(question, call_id, error))}
 
 
 def is_question(metadata: object) -> TypeGuard[Mapping[str, Any]]:
