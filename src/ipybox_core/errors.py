@@ -189,9 +189,10 @@ class ExecutionGone(ServiceError):
     reset, or the service restarted. Nothing ran twice; run the code again if it is still needed.
 
     ``cause`` is why, when known: ``"restarted"`` (the service restarted meanwhile: its kernels are
-    new), ``"cancelled"``, ``"expired"``, ``"answered"`` (by another client first), ``"timeout"`` or
-    ``"kernel_died"``, the message then in the model's words
-    (:meth:`~ipybox_core.executor.Executor.ended`); ``None``: not known.
+    new), ``"cancelled"``, ``"expired"``, ``"answered"`` (by another client first), ``"timeout"``,
+    ``"kernel_died"`` or ``"disconnected"`` (the request that ran the code ended while it ran), the
+    message then in the model's words (:meth:`~ipybox_core.executor.Executor.ended`); ``None``: not
+    known.
     """
 
     def __init__(self, message: str = "", *, cause: str | None = None) -> None:

@@ -218,6 +218,14 @@ EXPIRED_TEXT = (
 """Why a call no longer waits when nobody answered its approval in time and the code went on."""
 ANSWERED_TEXT = "this approval was already answered (by {who}); this answer was not applied"
 """Why a call no longer waits when another client (or adapter instance) answered it first."""
+DISCONNECTED_TEXT = (
+    "this execute_code call was stopped before it finished: while its code ran, the application that "
+    "ran it stopped waiting for it (the request was cancelled, or the application stopped, was killed "
+    "or lost its connection to the ipybox service). The rest of its code did not run; kernel state "
+    "from before the stop is kept, check it before relying on it"
+)
+"""Why a call has no result when the request that ran its code ended while the code ran (no
+approval pending): the ``"disconnected"`` cause of :class:`~ipybox_core.errors.ExecutionGone`."""
 
 
 def gone_because(error: BaseException) -> ExecutionGone:

@@ -1,8 +1,9 @@
 """A LangChain application process on an ipybox service, its checkpoints in a SQLite file.
 
-``start URL DB [hold|add]``: run the agent until ipybox interrupts for an MCP call, print
+``start URL DB [hold|add|running]``: run the agent until ipybox interrupts for an MCP call, print
 ``INTERRUPTED`` with the action (with ``hold``, then wait to be killed; with ``add``, the second step
-calls ``add`` before ``count``). ``resume URL DB approve|reject|none``: build
+calls ``add`` before ``count``; with ``running``, the second step prints and then sleeps: print
+``RUNNING`` when its output streams, then wait to be killed). ``resume URL DB approve|reject|none``: build
 the same agent on the same file and resume the thread with that decision (``none``:
 ``ainvoke(None)``, no answer); print ``OUTPUT`` with the tool messages and the interrupts left.
 ``moveon URL DB``: new input on the thread, ignoring the interrupt; print ``OUTPUT`` likewise.
@@ -33,6 +34,8 @@ from ipybox_integrations.langchain import CodeActionMiddleware
 def codes(thread: str, extra: str) -> list[str]:
     """The model's code: a variable, then ``count()`` of the thread (after ``add()`` with ``add``)."""
     count = f"count(tag={thread!r})"
+    if extra == "running":
+        return ["state = 'kept'", "print('running', flush=True)\nimport time\ntime.sleep(600)"]
     if extra == "add":
         return [
             "state = 'kept'",
@@ -68,6 +71,10 @@ async def main(role: str, url: str, db: Path, extra: str) -> None:
         middleware = CodeActionMiddleware(sessions)
         script = moved_on if role == "moveon" else scripted(codes(thread, extra))
         _, agent = make_agent([middleware], script, checkpointer=saver)
+        if role == "start" and extra == "running":
+            async for _ in agent.astream(user(), config(thread), stream_mode="custom"):
+                print("RUNNING", flush=True)  # the code's output streams: it runs now
+                await asyncio.Event().wait()
         if role == "start":
             out = await agent.ainvoke(user(), config(thread), version="v2")
             (interrupt,) = out.interrupts

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
-from service_kit import TOKEN, Service, count_now, killed_while_waiting, run_app, start_service
+from service_kit import (
+    TOKEN,
+    Service,
+    count_now,
+    killed_while_waiting,
+    run_app,
+    start_app,
+    start_service,
+    wait_for_line,
+)
 
 from ipybox_core.approval import ApprovalRequest
 from ipybox_core.remote import RemoteSessions
@@ -66,6 +76,23 @@ def test_process_a_killed_while_its_interrupt_waits_is_rejected_by_process_b(
     assert "PermissionError" in last and "not now" in last and "count 1" not in last
     approved = resume(service, db, "approve")  # a late second answer runs nothing
     assert not any("count 1" in text for text in approved["tools"]), approved
+
+
+def test_new_input_after_the_process_was_killed_while_code_ran_says_why_the_call_has_no_result(
+    tmp_path: Path, service: Service
+) -> None:
+    # A is SIGKILLed while its code runs (no approval pending); the service stops that code. B's new
+    # input closes the call with the true cause, and the kernel is free with its state kept.
+    db = tmp_path / "checkpoints.sqlite"
+    runner = start_app("lc_app.py", "start", service.url, str(db), "running")
+    assert wait_for_line(runner, "RUNNING") == "RUNNING"
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    report = resume(service, db, "moveon")
+    assert report["interrupts"] == [] and report["tools"][-1] == "free kept", report
+    closing = report["tools"][-2]
+    assert "stopped before it finished" in closing and "lost its connection" in closing, closing
+    assert "approval" not in closing  # no approval was pending: the model is not told one was
 
 
 def test_a_service_restart_makes_the_resume_say_so_and_nothing_runs_twice(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from ipybox_core.errors import (
     CodeError,
     ConfigError,
     ExecutionCancelled,
+    ExecutionGone,
     ExecutionTimeout,
     ExecutorBusy,
     KernelDied,
@@ -289,6 +290,8 @@ async def drive(
         # The request was cancelled or the connection lost: do not leave the code running.
         relay.close()
         decider = SHUTDOWN if service.closing else CONVERSATION_MOVED_ON
+        if not service.closing:  # a later resume of the call (another worker) is told why it has no result
+            service.record_ended(call, ExecutionGone(protocol.DISCONNECTED_TEXT, cause="disconnected"))
         await asyncio.shield(cancel_execution(execution, "the MCP request was cancelled", decider))
         raise
 

@@ -33,8 +33,9 @@ def abandoned_calls(messages: Sequence[AnyMessage], tool_name: str) -> list[str]
 
 async def finished_results(source: SessionSource, key: str, call_ids: Sequence[str]) -> dict[str, Closing]:
     """The results of abandoned calls whose code ran to its end meanwhile (e.g. the approvals inbox
-    answered it in the ipybox service): they close their calls instead of :data:`ABANDONED_RESULT`.
-    What still waits is left to be cancelled."""
+    answered it in the ipybox service), or why one ended without a result when its executor knows
+    (e.g. the process that ran it was killed while its code ran): they close their calls instead of
+    :data:`ABANDONED_RESULT`. What still waits is left to be cancelled."""
     if not call_ids:
         return {}
     executor = (await source.session(key or DEFAULT_SESSION_KEY)).executor
@@ -42,9 +43,12 @@ async def finished_results(source: SessionSource, key: str, call_ids: Sequence[s
     for call_id in call_ids:
         try:
             execution = await executor.reattach(call_id)
-            if execution is None or (
-                (execution.pending_approvals or execution.pending_questions) and not execution.done
-            ):
+            if execution is None:
+                gone = await executor.ended(call_id)
+                if gone is not None:
+                    found[call_id] = (protocol.failure_text(gone), "error")
+                continue
+            if (execution.pending_approvals or execution.pending_questions) and not execution.done:
                 continue
             stop = await execution.next_stop()
         except IpyboxError:

@@ -7,6 +7,7 @@ seats and returns what it got), real checkpointers; only the chat model is scrip
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -184,8 +185,8 @@ async def test_without_the_flag_the_question_is_declined_and_the_code_is_told_wh
     assert NOT_ASKED in text_of(message)  # was: a reason about event consumers the model cannot act on
 
 
-def test_the_example_answers_the_order_form_after_a_refused_quantity() -> None:
-    out = run_example("langchain_elicitation.py").stdout.splitlines()
+async def test_the_example_answers_the_order_form_after_a_refused_quantity() -> None:
+    out = (await asyncio.to_thread(run_example, "langchain_elicitation.py")).stdout.splitlines()
     lines = [
         "checkout.checkout asks: Order b-101?",
         "refused: the content does not match the requested schema: quantity: 9 is greater than the maximum of 5",
