@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import traceback
@@ -26,6 +27,9 @@ BOOT_ERROR = ""
 """The traceback, if the bootstrap failed."""
 ROOT = ""
 """The kernel's private directory (first on ``sys.path``)."""
+ROOT_PREFIX = "ipybox-gw-"
+OWNER_FILE = ".ipybox-owner"
+"""``<pid> <start in clock ticks>`` of the kernel that made the directory (the host's format)."""
 
 
 def setup(
@@ -44,8 +48,10 @@ def setup(
     """Write ``files`` and ``packages`` into a private directory put first on ``sys.path``, set the
     environment, run the ipybox kernel bootstrap, and print a one-line JSON report."""
     global ROOT
-    root = tempfile.mkdtemp(prefix="ipybox-")
-    atexit.register(shutil.rmtree, root, True)
+    _sweep_dead_roots()
+    root = tempfile.mkdtemp(prefix=ROOT_PREFIX)
+    atexit.register(shutil.rmtree, root, True)  # a killed kernel's root is swept by the next set-up
+    _write(os.path.join(root, OWNER_FILE), f"{os.getpid()} {_start_ticks(os.getpid()) or ''}")
     _write_tree(root, files)
     for path, package in packages.items():
         _replace_package(root, path, package)
@@ -126,3 +132,53 @@ def _write(path: str, text: str) -> str:
     with open(path, "w", encoding="utf-8") as file:
         file.write(text)
     return path
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, from ``/proc``), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat_file:
+            return stat_file.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    current = _start_ticks(pid)
+    return current is None or not start or current == start
+
+
+def _sweep_dead_roots() -> None:
+    """Remove the private directories of this user's kernels that were killed (atexit never ran).
+
+    Only plain directories of this user with a regular owner file whose process is gone; nothing
+    else in the temporary directory is touched."""
+    parent = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(ROOT_PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not (entry.is_dir(follow_symlinks=False) and info.st_uid == os.getuid()):
+                continue
+            owner = os.path.join(entry.path, OWNER_FILE)
+            fd = os.open(owner, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                pid_text, _, start = os.read(fd, 64).decode("ascii").partition(" ")
+            finally:
+                os.close(fd)
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not _owner_alive(pid, start.strip()):
+            shutil.rmtree(entry.path, ignore_errors=True)

@@ -187,34 +187,39 @@ async def test_packages_and_environment_are_shipped_and_survive_restarts(kernel:
     assert output.error is not None and output.error.ename == "ModuleNotFoundError"
 
 
-async def test_death_during_execution_and_while_idle(kernel_gateway: LocalGateway) -> None:
+async def test_death_during_execution_and_while_idle(
+    kernel_gateway: LocalGateway, kernel: GatewayKernel
+) -> None:
+    live_root = Path(str(kernel.remote_root))  # another kernel, alive all along: its root stays
     config = KernelConfig(interrupt_mode="message", env={"GIVEN_VAR": "given"})
-    async with GatewayKernel(kernel_gateway.config(), config) as kernel:
-        kernel.install_package("pkg_after_death", {"__init__.py": "NAME = 'shipped'\n"})
-        await kernel.run("doomed = 1")
+    async with GatewayKernel(kernel_gateway.config(), config) as dying:
+        dying.install_package("pkg_after_death", {"__init__.py": "NAME = 'shipped'\n"})
+        await dying.run("doomed = 1")
         with pytest.raises(ExecutionTimeout):  # interrupts as control-channel messages work too
-            await kernel.run("while True: pass", timeout=0.3)
-        kernel_id, generation = kernel.kernel_id, kernel.generation
-        events = kernel.execute("import os, time\nprint('dying', flush=True)\ntime.sleep(0.3)\nos._exit(1)")
+            await dying.run("while True: pass", timeout=0.3)
+        kernel_id, generation = dying.kernel_id, dying.generation
+        events = dying.execute("import os, time\nprint('dying', flush=True)\ntime.sleep(0.3)\nos._exit(1)")
         with pytest.raises(KernelDied, match="died while running the code"):
             async for _ in events:
                 pass
-        output = await kernel.run(
-            "import os, pkg_after_death\nprint('doomed' in dir(), pkg_after_death.NAME)"
-        )
+        output = await dying.run("import os, pkg_after_death\nprint('doomed' in dir(), pkg_after_death.NAME)")
         assert output.text == "False shipped\n"
-        assert kernel.kernel_id == kernel_id and kernel.generation > generation
+        assert dying.kernel_id == kernel_id and dying.generation > generation
 
-        os.kill(await pid_of(kernel), signal.SIGKILL)  # now while idle
+        killed_root = Path(str(dying.remote_root))
+        assert killed_root.is_dir() and killed_root.name.startswith("ipybox-gw-")
+        os.kill(await pid_of(dying), signal.SIGKILL)  # now while idle
         for _ in range(200):
-            if not kernel.is_alive:
+            if not dying.is_alive:
                 break
             await asyncio.sleep(0.05)
-        assert not kernel.is_alive
-        output = await kernel.run(
+        assert not dying.is_alive
+        output = await dying.run(
             "import os, pkg_after_death\nprint(pkg_after_death.NAME, os.environ['GIVEN_VAR'])"
         )
         assert output.text == "shipped given\n"
+        assert not killed_root.exists()  # atexit never ran: the new kernel's set-up swept it
+        assert live_root.is_dir() and Path(str(dying.remote_root)).is_dir()
 
 
 async def test_lost_websocket_reconnects_and_keeps_state(kernel_gateway: LocalGateway) -> None:
